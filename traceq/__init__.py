@@ -1,0 +1,30 @@
+"""traceq: trace analysis for deep-learning training (nsys SQLite, Kineto JSON, timer logs).
+
+The Python API mirrors the CLI: `traceq.ingest(...)`, `traceq.hotspots(store, ...)`, ...
+Heavy libraries are imported lazily so `traceq --help` stays fast.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_API = {
+    "ingest": ("traceq.ingest", "ingest"),
+    "Store": ("traceq.store", "Store"),
+    "hotspots": ("traceq.analyses", "hotspots"),
+    "runs": ("traceq.analyses", "runs"),
+    "sql": ("traceq.analyses", "sql"),
+    "summary": ("traceq.analyses", "summary"),
+    "overlap": ("traceq.analyses", "overlap"),
+    "breakdown": ("traceq.analyses", "breakdown"),
+    "stalls": ("traceq.analyses", "stalls"),
+    "diff": ("traceq.analyses", "diff"),
+}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        mod, attr = _API[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(name)

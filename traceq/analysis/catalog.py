@@ -1,0 +1,43 @@
+"""`runs` (what is in the store) and `sql` (the escape hatch, DESIGN §4.7)."""
+from __future__ import annotations
+
+import polars as pl
+
+from ..errors import TraceqError
+from ..store import Store, fetch_pl
+
+RUNS_SQL = """
+-- One row per run: ranks, source formats, devices, row counts, labels.
+SELECT run,
+       count(*)                                   AS ranks,
+       string_agg(DISTINCT rank::VARCHAR, ',' ORDER BY rank::VARCHAR) AS rank_ids,
+       string_agg(DISTINCT source_format, ',')    AS formats,
+       (SELECT string_agg(DISTINCT d.name, ', ') FROM (
+            SELECT json_extract_string(unnest(json_extract(r2.devices, '$[*]')), '$.name') AS name
+            FROM runs r2 WHERE r2.run = r.run) d WHERE d.name IS NOT NULL) AS devices,
+       sum(n_gpu_ops)                             AS gpu_ops,
+       sum(n_host_ops)                            AS host_ops,
+       sum(n_regions)                             AS regions,
+       sum(n_timer_stats)                         AS timer_stats,
+       any_value(labels)                          AS labels,
+       max(ingested_at)                           AS ingested_at
+FROM runs r
+GROUP BY run
+ORDER BY max(ingested_at), run
+"""
+
+
+def runs(store=None) -> pl.DataFrame:
+    st = store if isinstance(store, Store) else Store(store)
+    return fetch_pl(st.connect(), RUNS_SQL)
+
+
+def sql(query: str, store=None) -> pl.DataFrame:
+    import duckdb
+
+    st = store if isinstance(store, Store) else Store(store)
+    try:
+        return fetch_pl(st.connect(), query)
+    except duckdb.Error as exc:
+        msg = str(exc).strip().splitlines()[0]
+        raise TraceqError(f"sql: {msg}") from None

@@ -1,0 +1,231 @@
+"""The `traceq` command line. It only parses arguments and renders; the work is in the
+Python API (`traceq.ingest`, `traceq.analyses`). Heavy libraries are imported inside the
+commands so `traceq --help` stays fast.
+
+Errors the user can act on print one line, `traceq: <file>: <problem>`, and exit 2;
+`--debug` (anywhere on the command line, or TRACEQ_DEBUG=1) shows the traceback instead.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(
+    name="traceq",
+    help=(
+        "Fast answers from GPU training traces: nsys SQLite exports, PyTorch profiler (Kineto) "
+        "traces and timer logs, ingested into one Parquet store.\n\n"
+        "Example:\n\n"
+        "  traceq ingest sample_traces/slow_dataloader   # a directory = the ranks of one run\n\n"
+        "  traceq hotspots --top 10\n\n"
+        "The store is ./.traceq unless --store or TRACEQ_STORE says otherwise."
+    ),
+    no_args_is_help=True,
+    add_completion=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+# ---------------------------------------------------------------- shared options
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", show_default=False)]
+RunOpt = Annotated[Optional[str], typer.Option("--run", help="Run to analyse (default: the most recently ingested).", show_default=False)]
+RankOpt = Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank of the run).", show_default=False)]
+StepsOpt = Annotated[Optional[str], typer.Option("--steps", help="ProfilerStep window A:B, 0-based like a Python slice (e.g. 3:8).", show_default=False)]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output: table, json (list of row objects) or csv.")]
+
+
+def fail(message: str, code: int = 2) -> None:
+    sys.stderr.write(f"traceq: {message}\n")
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"traceq: warning: {message}\n")
+
+
+def _labels(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            fail(f"--label {item!r}: expected key=value (e.g. amp=on)")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+# ---------------------------------------------------------------- ingest
+@app.command()
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Trace files, or directories (one directory = the ranks of one run).", show_default=False)],
+    store: StoreOpt = None,
+    run: Annotated[Optional[str], typer.Option("--run", help="Run name (default: file stem, or directory name).", show_default=False)] = None,
+    label: Annotated[Optional[list[str]], typer.Option("--label", help="key=value label for the run (repeatable), e.g. amp=on.", show_default=False)] = None,
+    rank: Annotated[Optional[int], typer.Option("--rank", help="Rank of a single file (overrides what the file says).", show_default=False)] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Input format: auto, nsys, kineto, timer or deep500.")] = "auto",
+    force: Annotated[bool, typer.Option("--force", help="Re-ingest files already in the store (replaces them).")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel workers for a directory (default: CPU count).", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="Summary as table, json or csv.")] = "table",
+) -> None:
+    """Ingest nsys SQLite exports, Kineto/PyTorch traces (.json/.json.gz) or timer logs into the store.
+
+    Re-ingesting the same file into the same run is a no-op; --force replaces it. A failed
+    ingest leaves the store exactly as it was.
+
+    Example: traceq ingest rank0.pt.trace.json.gz rank1.pt.trace.json.gz --run baseline --label amp=off
+    """
+    import polars as pl
+
+    from .ingest import expand, ingest as do_ingest
+
+    progress = None
+    show_progress = not quiet and sys.stderr.isatty()
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        n_files = len(expand(paths))
+        progress = Progress(SpinnerColumn(), TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.description}"), TimeElapsedColumn(), transient=True,
+                            console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True))
+        task = progress.add_task("", total=n_files)
+        progress.start()
+
+    def on_progress(event: str, path) -> None:
+        if progress is not None:
+            progress.update(task, advance=1, description=str(path))
+
+    try:
+        results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
+                            jobs=jobs, on_progress=on_progress)
+    finally:
+        if progress is not None:
+            progress.stop()
+    for r in results:
+        for w in r.warnings:
+            warn(f"{r.path}: {w}")
+    if quiet:
+        return
+    from .render import emit
+
+    df = pl.DataFrame([{"file": r.path, "run": r.run, "rank": r.rank, "format": r.format, "status": r.status,
+                        "gpu_ops": r.counts.get("gpu_ops"), "host_ops": r.counts.get("host_ops"),
+                        "regions": r.counts.get("regions"), "timer_stats": r.counts.get("timer_stats")}
+                       for r in results],
+                      schema={"file": pl.String, "run": pl.String, "rank": pl.Int64, "format": pl.String, "status": pl.String,
+                              "gpu_ops": pl.Int64, "host_ops": pl.Int64, "regions": pl.Int64, "timer_stats": pl.Int64})
+    from .store import Store
+
+    added = sum(r.status != "unchanged" for r in results)
+    emit(df, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
+         + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))
+
+
+# ---------------------------------------------------------------- runs / sql
+@app.command()
+def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
+    """List the runs in the store: ranks, source formats, devices, row counts, labels.
+
+    Example: traceq runs --format json
+    """
+    from .analyses import runs as runs_df
+    from .render import emit
+    from .store import Store
+
+    df = runs_df(store)
+    emit(df, fmt, headline=f"{df.height} run(s) in {Store(store).path}")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the views runs, gpu_ops, host_ops, regions, timer_stats.", show_default=False)],
+    store: StoreOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Run any SQL (DuckDB dialect) over the store's views.
+
+    Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
+    """
+    from .analyses import sql as run_sql
+    from .render import emit
+
+    emit(run_sql(query, store), fmt)
+
+
+# ---------------------------------------------------------------- hotspots
+@app.command()
+def hotspots(
+    store: StoreOpt = None,
+    run: RunOpt = None,
+    rank: RankOpt = None,
+    steps: StepsOpt = None,
+    top: Annotated[int, typer.Option("--top", "-n", help="Show the N longest (0 = all).")] = 20,
+    category: Annotated[Optional[str], typer.Option("--category", "-c", help="Only these categories, comma-separated (e.g. transpose,memset).", show_default=False)] = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Kernel hotspots: time per kernel name (nsys cuda_gpu_kern_sum semantics), its category,
+    and advice for avoidable work (layout transposes, memsets, tiny-kernel swarms, pageable copies).
+
+    Example: traceq hotspots --top 10 --category transpose,memset
+    """
+    import polars as pl
+
+    from .analysis.hotspots import headline, hotspots_scoped
+    from .analysis.scope import open_scope
+    from .categories import CATEGORIES
+    from .render import emit
+
+    cats = [c.strip() for c in category.split(",") if c.strip()] if category else None
+    if cats:
+        unknown = [c for c in cats if c not in CATEGORIES]
+        if unknown:
+            fail(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
+    scope = open_scope(store, run, rank, steps)
+    full = hotspots_scoped(scope, None, cats)
+    df = full.head(top) if top else full
+    if fmt != "table":
+        emit(df, fmt)
+        return
+    shown = df.select("name", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
+    advice = full.filter(pl.col("avoidable")).group_by("advice").agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True)
+    notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
+    highlight = [i for i, a in enumerate(df["avoidable"]) if a]
+    emit(shown, "table", headline=headline(full, scope), highlight=highlight, notes=notes)
+
+
+# ---------------------------------------------------------------- more commands
+# Command groups owned by other modules register themselves on `app` when imported.
+for _mod in ("traceq.cli_analyses", "traceq.cli_report", "traceq.cli_timer"):
+    if importlib.util.find_spec(_mod) is not None:
+        importlib.import_module(_mod)
+
+
+def main() -> None:
+    """Console entry point: one-line errors, exit code 2 for bad input, --debug for tracebacks."""
+    debug = "--debug" in sys.argv or os.environ.get("TRACEQ_DEBUG") == "1"
+    argv = [a for a in sys.argv[1:] if a != "--debug"]
+    try:
+        app(args=argv, prog_name="traceq", standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("traceq: interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the single place that turns errors into one line
+        from .errors import TraceqError
+
+        if debug:
+            raise
+        if isinstance(exc, TraceqError):
+            sys.stderr.write(f"traceq: {exc}\n")
+            sys.exit(exc.exit_code)
+        sys.stderr.write(f"traceq: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)\n")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Ingest source files into the store: sniff the format, translate, stage, commit.
+
+Readers are pure translators (`read(path) -> Parsed`, see `common.Parsed`); this module
+owns what is common: format sniffing, run/rank naming, sha256 idempotency, parallel
+parsing of the ranks of a directory, and the all-or-nothing commit to the store.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+from ..errors import BadInput, TraceqError
+from ..store import RankData, Staged, Store
+from .common import Parsed, rank_from_filename
+
+FORMATS = ("nsys", "kineto", "timer", "deep500")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz")
+
+
+def _reader(fmt: str) -> Callable[[Path], Parsed]:
+    if fmt == "nsys":
+        from .nsys import read
+    elif fmt == "kineto":
+        from .kineto import read
+    elif fmt == "timer":
+        from .timers import read_log as read
+    elif fmt == "deep500":
+        from .timers import read_stats as read
+    else:
+        raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    return read
+
+
+def sniff(path: Path) -> str:
+    """Tell the format from the content (not the extension)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except IsADirectoryError:
+        raise BadInput("is a directory", path) from None
+    except OSError as exc:
+        raise BadInput(exc.strerror or str(exc), path) from None
+    if not head:
+        raise BadInput("empty file", path)
+    if head.startswith(b"SQLite format 3\x00"):
+        return "nsys"
+    if head[:2] == b"\x1f\x8b":
+        return "kineto"   # gzip: Chrome trace JSON (.json.gz)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"{") and b'"traceq_timer"' in head.split(b"\n", 1)[0]:
+        return "timer"
+    if text[:1] in (b"{", b"["):
+        return "kineto"
+    try:
+        decoded = head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput("not a trace (unrecognised binary content)", path) from None
+    if "min:" in decoded and "mean:" in decoded and "stdev:" in decoded:
+        return "deep500"
+    raise BadInput("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
+    """Files to ingest, each with the run name its directory implies (None for plain files)."""
+    out: list[tuple[Path, str | None]] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise BadInput("no such file or directory", p)
+        if p.is_dir():
+            try:
+                entries = sorted(e for e in p.iterdir() if e.is_file() and not e.name.startswith("."))
+            except PermissionError:
+                raise BadInput("directory is not readable", p) from None
+            except OSError as exc:
+                raise BadInput(exc.strerror or str(exc), p) from None
+            files = [e for e in entries if e.name.endswith(_TRACE_SUFFIXES)]
+            if not files:
+                raise BadInput("directory holds no trace files (*.json[.gz], *.sqlite, *.jsonl, *.txt)", p)
+            name = p.resolve().name
+            out.extend((f, name) for f in files)
+        else:
+            if not os.access(p, os.R_OK):
+                raise BadInput("permission denied", p)
+            out.append((p, None))
+    return out
+
+
+def default_run_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite", ".jsonl", ".txt", ".gz", ".db"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+@dataclass
+class IngestResult:
+    path: str
+    run: str
+    rank: int
+    format: str
+    status: str          # added | replaced | unchanged
+    counts: dict[str, int]
+    warnings: list[str]
+
+
+@dataclass
+class _Job:
+    path: Path
+    run: str
+    fmt: str
+    rank: int | None
+    labels: dict[str, str]
+    sha256: str
+
+
+def _parse_and_stage(store_path: str, job: _Job) -> Staged:
+    """Worker: read one file and write its tables to the store's staging area."""
+    fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
+    parsed = _reader(fmt)(job.path)
+    rank = job.rank if job.rank is not None else parsed.rank
+    if rank is None:
+        rank = rank_from_filename(job.path)
+    data = RankData(
+        run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
+        source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,
+        world_size=parsed.world_size, host=parsed.host, devices=parsed.devices,
+        clock_offset_ns=parsed.clock_offset_ns, labels=job.labels, warnings=parsed.warnings,
+    )
+    staged = Store(store_path).stage(data)
+    staged.data.tables = {}   # already on disk; do not ship tables back to the parent
+    return staged
+
+
+def ingest(
+    paths: list[str | Path],
+    store: Store | str | Path | None = None,
+    *,
+    run: str | None = None,
+    labels: dict[str, str] | None = None,
+    rank: int | None = None,
+    fmt: str = "auto",
+    force: bool = False,
+    jobs: int | None = None,
+    on_progress: Callable[[str, Path], None] | None = None,
+) -> list[IngestResult]:
+    """Ingest files or directories (a directory = the ranks of one run). All or nothing."""
+    st = store if isinstance(store, Store) else Store(store)
+    if fmt != "auto" and fmt not in FORMATS:
+        raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    files = expand(paths)
+    if rank is not None and len(files) > 1:
+        raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
+    manifest = st.manifest_rows()
+    todo: list[_Job] = []
+    results: list[IngestResult] = []
+    for path, dir_run in files:
+        run_name = run or dir_run or default_run_name(path)
+        sha = sha256_file(path)
+        if not force:
+            hit = next((r for r in manifest if r["run"] == run_name and r["source_sha256"] == sha), None)
+            if hit is not None:
+                results.append(IngestResult(str(path), run_name, hit["rank"], hit["source_format"], "unchanged",
+                                            {}, []))
+                if on_progress:
+                    on_progress("done", path)
+                continue
+        if fmt == "auto":
+            sniff(path)   # fail fast, before any work, on files that are not traces
+        todo.append(_Job(path, run_name, fmt, rank, dict(labels or {}), sha))
+    staged: list[Staged] = []
+    try:
+        if len(todo) > 1 and (jobs or os.cpu_count() or 1) > 1:
+            n = min(len(todo), jobs or os.cpu_count() or 1)
+            with ProcessPoolExecutor(n, mp_context=get_context("fork")) as pool:
+                futures = {pool.submit(_parse_and_stage, str(st.path), j): j for j in todo}
+                for fut in as_completed(futures):
+                    staged.append(fut.result())
+                    if on_progress:
+                        on_progress("done", futures[fut].path)
+        else:
+            for j in todo:
+                staged.append(_parse_and_stage(str(st.path), j))
+                if on_progress:
+                    on_progress("done", j.path)
+        _check_duplicate_ranks(staged)
+        statuses = st.commit(staged, force=force)
+    except BaseException:
+        st.discard(staged)
+        raise
+    for s, status in zip(staged, statuses):
+        d = s.data
+        results.append(IngestResult(d.source_path, d.run, d.rank, d.source_format, status, s.counts, d.warnings))
+    return results
+
+
+def _check_duplicate_ranks(staged: list[Staged]) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for s in staged:
+        key = (s.data.run, s.data.rank)
+        if key in seen:
+            raise BadInput(f"rank {key[1]} of run {key[0]!r} also comes from {seen[key]}; "
+                           "give each rank its own file or ingest them as separate runs", s.data.source_path)
+        seen[key] = s.data.source_path

@@ -1,0 +1,458 @@
+"""Kineto / PyTorch-profiler Chrome traces (`*.json`, `*.json.gz`) -> canonical tables.
+
+Owns every quirk of the format (REFERENCE.md D1): object with `traceEvents` or a bare
+array; 2021 capitalised categories (`Kernel`, `Runtime`, `Operator`, ...); `ts`/`dur` as
+int, float or numeric string µs, relative to `baseTimeNanoseconds` in newer traces; string
+pids/tids (`"stream 7"`, `"1890023232"`, ROCm hex `"0x0"`); `External id`/`external id`;
+`B`/`E` pairs; spans still open at capture end (`args.finished == "false"`); files cut
+mid-event by a crashed writer (every complete event is kept, with a warning).
+
+Speed/memory: the file is parsed once by msgspec into raw event slices (no Python
+objects per field), then decoded in chunks of typed structs that are turned into Arrow
+columns and dropped, so peak memory stays near the size of the JSON text. Everything
+after that (routing by category, ns conversion, launch linking) is vectorised in polars.
+"""
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from ..categories import categorize
+from ..errors import BadInput
+from .common import Parsed, nesting_depth
+
+Num = Union[int, float, str, None]
+_CHUNK = 16384
+
+
+class _Args(msgspec.Struct, gc=False):
+    external_id: Num = msgspec.field(default=None, name="External id")
+    external_id_lc: Num = msgspec.field(default=None, name="external id")
+    correlation: Num = None
+    stream: Num = None
+    device: Num = None
+    bytes: Num = None
+    grid: Union[list[int], None] = None
+    block: Union[list[int], None] = None
+    registers: Num = msgspec.field(default=None, name="registers per thread")
+    finished: Union[str, bool, int, None] = None
+    kind: Union[str, int, None] = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: Union[str, None] = None
+    cat: Union[str, None] = None
+    name: Union[str, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Num = None
+    dur: Num = None
+    args: Union[_Args, None] = None
+
+
+class _Device(msgspec.Struct, gc=False):
+    id: Any = None
+    name: Any = None
+    numSms: Any = None
+    multiProcessorCount: Any = None
+    totalGlobalMem: Any = None
+
+
+class _Trace(msgspec.Struct, gc=False):
+    traceEvents: Union[list[msgspec.Raw], None] = None
+    deviceProperties: Union[list[_Device], None] = None
+    computeProperties: Union[list[_Device], None] = None
+    distributedInfo: Union[dict, None] = None
+    baseTimeNanoseconds: Union[int, None] = None
+    schemaVersion: Any = None
+    host_name: Any = None
+    hostname: Any = None
+
+
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_ANY_LIST = msgspec.json.Decoder(list[Any])
+
+# category (lower-cased) -> (table, kind)
+_GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync"}
+_HOST_KIND = {"cuda_runtime": "runtime", "runtime": "runtime", "xpu_runtime": "runtime",
+              "mtia_runtime": "runtime", "privateuse1_runtime": "runtime", "glow_runtime": "runtime",
+              "cuda_driver": "driver", "xpu_driver": "driver",
+              "cpu_op": "cpu_op", "operator": "cpu_op", "python_function": "python"}
+_REGION_CATS = ("user_annotation", "gpu_user_annotation")
+_SKIP_CATS = ("trace",)
+SYNC_APIS = r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent"
+_STEP = r"^ProfilerStep#(\d+)$"
+_DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
+
+
+# ------------------------------------------------------------------ file -> bytes
+def _read_bytes(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(exc.strerror or str(exc), path) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            msg = "truncated .gz file (compressed stream ends early)" if isinstance(exc, EOFError) else f"corrupt .gz file ({exc})"
+            raise BadInput(msg, path) from None
+    if not raw or re.fullmatch(rb"\s*", raw[:4096]) and not raw[4096:4097]:
+        raise BadInput("empty file", path)
+    return raw
+
+
+def _parse_outer(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw], list[str]]:
+    """Split the document into metadata and raw event slices; recover truncated files."""
+    warnings: list[str] = []
+    head = raw.lstrip()[:1]
+    try:
+        if head == b"[":
+            return _Trace(), msgspec.json.decode(raw, type=list[msgspec.Raw]), warnings
+        trace = msgspec.json.decode(raw, type=_Trace)
+    except msgspec.ValidationError as exc:
+        raise BadInput(f"not a Chrome trace ({exc})", path) from None
+    except msgspec.DecodeError:
+        if head not in (b"{", b"["):
+            raise BadInput("not a Chrome trace (not JSON)", path) from None
+        trace, events = _recover_truncated(raw, path)
+        warnings.append(f"file is truncated or malformed after {len(events)} complete events; "
+                        "ingested those (was the writer killed?)")
+        return trace, events, warnings
+    if trace.traceEvents is None:
+        raise BadInput('not a Chrome trace (no "traceEvents")', path)
+    return trace, trace.traceEvents, warnings
+
+
+def _recover_truncated(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw]]:
+    """Stream-parse a broken document with ijson and keep every complete event."""
+    import io
+
+    import ijson
+
+    prefix = "item" if raw.lstrip()[:1] == b"[" else "traceEvents.item"
+    events: list[msgspec.Raw] = []
+    try:
+        for ev in ijson.items(io.BytesIO(raw), prefix, use_float=True):
+            events.append(msgspec.Raw(msgspec.json.encode(ev)))
+    except (ijson.JSONError, ijson.IncompleteJSONError, ValueError):
+        pass
+    if not events:
+        raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", path)
+    meta = _Trace()
+    try:  # metadata written before traceEvents (deviceProperties, distributedInfo) is still usable
+        for key, value in ijson.kvitems(io.BytesIO(raw), "", use_float=True):
+            if key == "traceEvents":
+                break
+            if key in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds", "host_name", "hostname"):
+                setattr(meta, key, msgspec.convert(value, type=_Trace.__annotations__[key]))
+    except Exception:  # noqa: BLE001 - metadata is optional; events are what matter
+        pass
+    return meta, events
+
+
+# ------------------------------------------------------------------ events -> columns
+def _to_int(v):
+    """pid/tid/stream values: int, numeric or hex string, or `"stream 7"`."""
+    if v is None or type(v) is int:
+        return v
+    if type(v) is float:
+        return int(v)
+    if type(v) is bool:
+        return int(v)
+    s = str(v).strip()
+    try:
+        return int(s, 0) if s.lower().startswith("0x") else int(s)
+    except ValueError:
+        m = re.search(r"-?\d+", s)
+        return int(m.group()) if m else None
+
+
+def _num(v):
+    if v is None or type(v) in (int, float):
+        return v
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int_list(v):
+    return [x for x in v if type(x) is int] if isinstance(v, list) else None
+
+
+def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
+    """Slow path for a chunk with unexpected types: decode generically, coerce per event."""
+    out = []
+    for item in _ANY_LIST.decode(b"[" + b",".join(chunk) + b"]"):
+        if not isinstance(item, dict):
+            continue
+        a = item.get("args") if isinstance(item.get("args"), dict) else None
+        args = None
+        if a is not None:
+            args = _Args(
+                external_id=_num(a.get("External id")), external_id_lc=_num(a.get("external id")),
+                correlation=_num(a.get("correlation")), stream=a.get("stream") if type(a.get("stream")) in (int, float, str) else None, device=_num(a.get("device")),
+                bytes=_num(a.get("bytes")), grid=_int_list(a.get("grid")), block=_int_list(a.get("block")),
+                registers=_num(a.get("registers per thread")), finished=str(a.get("finished")) if "finished" in a else None,
+                kind=a.get("kind") if type(a.get("kind")) in (str, int) else None)
+        text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
+        ident = lambda v: v if v is None or type(v) in (int, str) else _to_int(v)  # noqa: E731
+        out.append(_Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),
+                          pid=ident(item.get("pid")), tid=ident(item.get("tid")), ts=_num(item.get("ts")),
+                          dur=_num(item.get("dur")), args=args))
+    return out
+
+
+def _int_col(values) -> pa.Array:
+    """int64 column; the fast path is pyarrow's own conversion, strings are coerced only if present."""
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([v if type(v) is int or v is None else _to_int(v) for v in values], pa.int64())
+
+
+def _float_col(values) -> pa.Array:
+    try:
+        return pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([_num(v) for v in values], pa.float64())
+
+
+def _str_col(values) -> pa.Array:
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([v if v is None or type(v) is str else str(v) for v in values], pa.string())
+
+
+def _dims(values, i) -> pa.Array:
+    return pa.array([v[i] if type(v) is list and len(v) > i and type(v[i]) is int else None for v in values], pa.int64())
+
+
+_GPU_CATS = frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset", "gpu_user_annotation"}
+_KEPT_PH = frozenset(("X", "B", "E"))
+_NO_ARGS = _Args()
+_COLUMNS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "stream", "device",
+            "bytes", "registers", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "unfinished", "arg_kind"]
+_TYPES = {"ph": pa.string(), "cat": pa.string(), "name": pa.string(), "ts": pa.float64(), "dur": pa.float64(),
+          "unfinished": pa.bool_(), "arg_kind": pa.string()}
+
+
+def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
+    """Arrow columns of one group of events; GPU-only fields are filled for GPU events only."""
+    args = [e.args or _NO_ARGS for e in evs]
+    cols = {
+        "ph": _str_col([e.ph for e in evs]),
+        "cat": _str_col([e.cat for e in evs]),
+        "name": _str_col([e.name for e in evs]),
+        "pid": _int_col([e.pid for e in evs]),
+        "tid": _int_col([e.tid for e in evs]),
+        "ts": _float_col([e.ts for e in evs]),
+        "dur": _float_col([e.dur for e in evs]),
+        "external_id": _int_col([a.external_id if a.external_id is not None else a.external_id_lc for a in args]),
+        "correlation": _int_col([a.correlation for a in args]),
+        "unfinished": pa.array([a.finished is not None and str(a.finished).lower() == "false" for a in args]),
+    }
+    if gpu:
+        cols.update({
+            "stream": _int_col([a.stream for a in args]),
+            "device": _int_col([a.device for a in args]),
+            "bytes": _int_col([a.bytes for a in args]),
+            "registers": _int_col([a.registers for a in args]),
+            "grid_x": _dims([a.grid for a in args], 0), "grid_y": _dims([a.grid for a in args], 1),
+            "grid_z": _dims([a.grid for a in args], 2), "block_x": _dims([a.block for a in args], 0),
+            "block_y": _dims([a.block for a in args], 1), "block_z": _dims([a.block for a in args], 2),
+            "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
+        })
+    n = len(evs)
+    return {c: cols[c] if c in cols else pa.nulls(n, _TYPES.get(c, pa.int64())) for c in _COLUMNS}
+
+
+def _batch(evs: list[_Event]) -> list[pa.RecordBatch]:
+    kept = [e for e in evs if e.ph in _KEPT_PH and e.ts is not None]
+    gpu = [e for e in kept if e.cat in _GPU_CATS]
+    host = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
+    return [pa.RecordBatch.from_pydict(_columns(group, group is gpu)) for group in (host, gpu) if group]
+
+
+def _events_frame(raws: list[msgspec.Raw]) -> pl.DataFrame:
+    batches = []
+    for i in range(0, len(raws), _CHUNK):
+        chunk = raws[i:i + _CHUNK]
+        try:
+            evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
+        except msgspec.ValidationError:
+            evs = _coerce_chunk(chunk)
+        batches.extend(_batch(evs))
+        raws[i:i + _CHUNK] = [None] * len(chunk)   # free the slices as we go (memory budget)
+    if not batches:
+        return pl.from_arrow(pa.RecordBatch.from_pydict(_columns([], True)))
+    return pl.from_arrow(pa.Table.from_batches(batches), rechunk=False)
+
+
+def _ns(ts_us: pl.Expr) -> pl.Expr:
+    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs."""
+    whole = ts_us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((ts_us - whole) * 1000).round().cast(pl.Int64)
+
+
+# ------------------------------------------------------------------ pairing B/E
+def _pair_begin_end(ev: pl.DataFrame) -> pl.DataFrame:
+    """Turn B/E pairs into complete (X-like) events: the k-th B at a stack level of a
+    thread pairs with the k-th E that closes that level. Unmatched B's stay open until
+    the last timestamp of the trace and are flagged unfinished."""
+    be = ev.filter(pl.col("ph").is_in(["B", "E"]))
+    if be.height == 0:
+        return ev
+    t_end = ev.select((pl.col("start_ns") + pl.col("dur_ns")).max()).item()
+    be = be.with_row_index("_i").sort(["pid", "tid", "start_ns", "_i"])
+    step = pl.when(pl.col("ph") == "B").then(1).otherwise(-1)
+    be = be.with_columns(_after=step.cum_sum().over(["pid", "tid"]))
+    be = be.with_columns(_level=pl.when(pl.col("ph") == "B").then(pl.col("_after") - 1).otherwise(pl.col("_after")))
+    be = be.with_columns(_k=pl.int_range(pl.len()).over(["pid", "tid", "_level", "ph"]))
+    begins = be.filter(pl.col("ph") == "B")
+    ends = be.filter(pl.col("ph") == "E").select("pid", "tid", "_level", "_k", _end=pl.col("start_ns"))
+    paired = begins.join(ends, on=["pid", "tid", "_level", "_k"], how="left", nulls_equal=True)
+    paired = paired.with_columns(
+        unfinished=pl.col("_end").is_null(),
+        dur_ns=(pl.col("_end").fill_null(t_end) - pl.col("start_ns")).clip(lower_bound=0),
+        ph=pl.lit("X"),
+    ).select(ev.columns)
+    return pl.concat([ev.filter(~pl.col("ph").is_in(["B", "E"])), paired], how="vertical_relaxed")
+
+
+# ------------------------------------------------------------------ routing
+def _copy_kinds(name: pl.Expr, arg_kind: pl.Expr) -> list[pl.Expr]:
+    direction = name.str.extract(r"Memcpy\s+(\w+)", 1)
+    return [
+        pl.coalesce(direction, arg_kind).alias("copy_kind"),
+        name.str.extract(r"\((\w+)\s*->", 1).alias("src_kind"),
+        name.str.extract(r"->\s*(\w+)\)", 1).alias("dst_kind"),
+    ]
+
+
+def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.DataFrame:
+    g = ev.filter(pl.col("_cat").is_in(list(_GPU_KIND)))
+    g = g.with_columns(kind=pl.col("_cat").replace_strict(_GPU_KIND, default="kernel"))
+    g = g.with_columns(
+        device=pl.coalesce("device", pl.col("pid")).cast(pl.Int32),
+        stream=pl.coalesce("stream", pl.col("tid")),
+        *_copy_kinds(pl.col("name"), pl.col("arg_kind")),
+    )
+    g = g.with_columns(
+        copy_kind=pl.when(pl.col("kind") == "memcpy").then("copy_kind"),
+        src_kind=pl.when(pl.col("kind") == "memcpy").then("src_kind"),
+        dst_kind=pl.when(pl.col("kind") == "memcpy").then("dst_kind"),
+    )
+    # The launching process: the runtime/driver call with the same correlation id.
+    launch = (host.filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"]) & pl.col("correlation").is_not_null())
+              .group_by("correlation").agg(pl.col("pid").first().alias("_host_pid")))
+    g = g.join(launch, on="correlation", how="left")
+    g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
+    g = g.with_columns(category=categorize(g["name"], g["kind"]))
+    return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
+                    "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
+                    "block_x", "block_y", "block_z", "registers", "category")
+
+
+def _is_region(ev: pl.DataFrame) -> pl.Expr:
+    named = pl.col("name").str.contains(_STEP) | pl.col("name").str.contains(_DATALOADER)
+    return pl.col("_cat").is_in(list(_REGION_CATS)) | (pl.col("_cat").is_in(["cpu_op", "operator"]) & named)
+
+
+def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
+    h = ev.filter(~pl.col("_cat").is_in(list(_GPU_KIND) + list(_REGION_CATS) + list(_SKIP_CATS))
+                  & ~_is_region(ev) & pl.col("pid").is_not_null())
+    kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
+    kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
+    return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
+                                             "external_id", "unfinished")
+
+
+def _regions(ev: pl.DataFrame) -> pl.DataFrame:
+    r = ev.filter(_is_region(ev))
+    on_gpu = pl.col("_cat") == "gpu_user_annotation"
+    source = (pl.when(pl.col("name").str.contains(_STEP)).then(pl.lit("step"))
+              .when(pl.col("name").str.contains(_DATALOADER)).then(pl.lit("dataloader"))
+              .otherwise(pl.lit("annotation")))
+    r = r.with_columns(
+        source=source,
+        domain=pl.when(on_gpu).then(pl.lit("gpu")),
+        step=pl.col("name").str.extract(_STEP, 1).cast(pl.Int64),
+        device=pl.when(on_gpu).then(pl.coalesce("device", "pid")).cast(pl.Int32),
+        stream=pl.when(on_gpu).then(pl.coalesce("stream", "tid")),
+        gpu_start_ns=pl.when(on_gpu).then("start_ns"),
+        gpu_end_ns=pl.when(on_gpu).then("end_ns"),
+    )
+    r = r.with_columns(gpu_dur_ns=pl.col("gpu_end_ns") - pl.col("gpu_start_ns"))
+    cpu = r.filter(~on_gpu)
+    depth = nesting_depth(cpu["pid"].fill_null(-1).to_numpy(), cpu["tid"].fill_null(-1).to_numpy(),
+                          cpu["start_ns"].to_numpy(), cpu["end_ns"].to_numpy())
+    cpu = cpu.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
+    gpu = r.filter(on_gpu).with_columns(depth=pl.lit(None, pl.Int32))
+    r = pl.concat([cpu, gpu])
+    return r.select("pid", "tid", "source", "name", "domain", "start_ns", "end_ns", "depth", "step", "device",
+                    "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished")
+
+
+def _devices(trace: _Trace) -> list[dict]:
+    out = []
+    for d in (trace.deviceProperties or trace.computeProperties or []):
+        out.append({"id": _to_int(d.id), "name": d.name if isinstance(d.name, str) else None,
+                    "sm_count": _to_int(d.numSms if d.numSms is not None else d.multiProcessorCount),
+                    "memory_bytes": _to_int(d.totalGlobalMem)})
+    return out
+
+
+def read(path: Path) -> Parsed:
+    path = Path(path)
+    raw = _read_bytes(path)
+    trace, raws, warnings = _parse_outer(raw, path)
+    n_events = len(raws)
+    ev = _events_frame(raws)
+    del raws, raw
+    ev = ev.with_columns(
+        start_ns=_ns(pl.col("ts")),
+        dur_ns=pl.when(pl.col("dur") > 0).then((pl.col("dur") * 1000).round().cast(pl.Int64)).otherwise(0),
+        _cat=pl.col("cat").str.to_lowercase().fill_null(""),
+    ).drop("ts", "dur")
+    ev = _pair_begin_end(ev)
+    ev = ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+    host = _host_ops(ev)
+    main_pid = None
+    if host.height:
+        main_pid = host.group_by("pid").len().sort("len", descending=True)["pid"][0]
+    gpu = _gpu_ops(ev, host, main_pid)
+    regions = _regions(ev)
+
+    info = trace.distributedInfo or {}
+    if n_events == 0:
+        warnings.append("trace holds no events")
+    elif gpu.height == 0:
+        warnings.append("no GPU activity in this trace (CPU-only): GPU analyses will be empty")
+    n_open = int(host["unfinished"].sum() or 0) + int(regions["unfinished"].sum() or 0)
+    if n_open:
+        warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
+    host_name = trace.host_name if isinstance(trace.host_name, str) else trace.hostname if isinstance(trace.hostname, str) else None
+    return Parsed(
+        tables={"gpu_ops": gpu.to_arrow(), "host_ops": host.to_arrow(), "regions": regions.to_arrow()},
+        format="kineto",
+        format_version=None if trace.schemaVersion is None else str(trace.schemaVersion),
+        rank=_to_int(info.get("rank")) if isinstance(info, dict) else None,
+        world_size=_to_int(info.get("world_size")) if isinstance(info, dict) else None,
+        host=host_name,
+        devices=_devices(trace),
+        clock_offset_ns=int(trace.baseTimeNanoseconds or 0),
+        warnings=warnings,
+    )

@@ -1,0 +1,124 @@
+"""The canonical tables of the store (DESIGN §2): one Arrow schema per table.
+
+Ingestors produce these columns (without `run`/`rank`, which the store adds); times are
+int64 nanoseconds on the source's own clock, `runs.clock_offset_ns` maps them to epoch ns.
+`conform()` casts an ingestor's table to the schema, adding missing columns as nulls.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+STR = pa.string()
+I64 = pa.int64()
+I32 = pa.int32()
+
+GPU_OPS = pa.schema([
+    ("pid", I64),            # host process that launched the op (joins with host_ops.pid)
+    ("device", I32),
+    ("stream", I64),
+    ("kind", STR),           # kernel | memcpy | memset | sync
+    ("name", STR),           # kernel name; memcpy/memset: "[CUDA memcpy HtoD]", "[CUDA memset]"
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("correlation", I64),    # CUPTI correlation id (unique per process) -> host_ops.correlation
+    ("external_id", I64),    # Kineto "External id" (-> cpu_op), null elsewhere
+    ("bytes", I64),
+    ("copy_kind", STR),      # HtoD | DtoH | DtoD | HtoH | PtoP | ... (memcpy only)
+    ("src_kind", STR),       # Pageable | Pinned | Device | ... (memcpy only, when known)
+    ("dst_kind", STR),
+    ("grid_x", I32), ("grid_y", I32), ("grid_z", I32),
+    ("block_x", I32), ("block_y", I32), ("block_z", I32),
+    ("registers", I32),      # registers per thread
+    ("category", STR),       # traceq.categories rule table
+])
+
+HOST_OPS = pa.schema([
+    ("pid", I64),
+    ("tid", I64),
+    ("kind", STR),           # runtime | driver | cpu_op | python | sync_api | other
+    ("name", STR),           # API names without the _vNNNN suffix
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("correlation", I64),
+    ("external_id", I64),
+    ("unfinished", pa.bool_()),  # still open when the capture ended (end = capture end)
+])
+
+REGIONS = pa.schema([
+    ("pid", I64),
+    ("tid", I64),
+    ("source", STR),         # nvtx | annotation | step | dataloader | timer
+    ("name", STR),
+    ("domain", STR),         # NVTX domain; "gpu" for Kineto gpu_user_annotation spans
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("depth", I32),          # nesting level on its thread, 0 = outermost
+    ("step", I64),           # N of ProfilerStep#N (source = step), else null
+    ("device", I32),         # GPU-side spans only (gpu_user_annotation)
+    ("stream", I64),
+    ("gpu_start_ns", I64),   # GPU-side timing (timer CUDA events, gpu_user_annotation)
+    ("gpu_end_ns", I64),
+    ("gpu_dur_ns", I64),
+    ("unfinished", pa.bool_()),
+])
+
+TIMER_STATS = pa.schema([
+    ("key", STR),
+    ("clock", STR),          # cpu | gpu
+    ("min_s", pa.float64()),
+    ("mean_s", pa.float64()),
+    ("median_s", pa.float64()),
+    ("max_s", pa.float64()),
+    ("stdev_s", pa.float64()),
+])
+
+TABLES: dict[str, pa.Schema] = {
+    "gpu_ops": GPU_OPS,
+    "host_ops": HOST_OPS,
+    "regions": REGIONS,
+    "timer_stats": TIMER_STATS,
+}
+
+# The `runs` manifest: one row per (run, rank).
+RUNS = pa.schema([
+    ("run", STR),
+    ("rank", I32),
+    ("world_size", I32),
+    ("source_path", STR),
+    ("source_sha256", STR),
+    ("source_format", STR),      # nsys | kineto | timer_log | deep500_stats
+    ("format_version", STR),
+    ("host", STR),
+    ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}
+    ("clock_offset_ns", I64),
+    ("ingested_at", pa.timestamp("us")),         # UTC
+    ("labels", STR),             # JSON object {key: value}
+    ("warnings", STR),           # JSON list of strings
+    ("n_gpu_ops", I64),
+    ("n_host_ops", I64),
+    ("n_regions", I64),
+    ("n_timer_stats", I64),
+    ("files", STR),              # JSON {table: path relative to the store}
+])
+
+
+def empty(name: str) -> pa.Table:
+    return TABLES[name].empty_table()
+
+
+def conform(name: str, table: pa.Table | None) -> pa.Table:
+    """Return `table` with exactly the columns of schema `name` (missing ones null)."""
+    schema = TABLES[name]
+    if table is None or table.num_rows == 0 and table.num_columns == 0:
+        return schema.empty_table()
+    n = table.num_rows
+    cols = []
+    for field in schema:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            if col.type != field.type:
+                col = col.cast(field.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(cols, schema=schema)

@@ -1,0 +1,279 @@
+"""The Parquet store (DESIGN §2): a folder of Parquet files plus a `runs` manifest.
+
+Layout under the store folder:
+
+    runs.parquet                                  the manifest: one row per (run, rank)
+    <table>/run=<run>/rank=<N>/<ingest id>.parquet one file per run/rank/table (zstd)
+    .staging/                                     files being written by an ingest
+    .lock                                         held while the manifest is replaced
+
+The manifest is the single source of truth: a table file that it does not list is
+invisible. An ingest writes its files under `.staging/`, moves them into place, then
+replaces `runs.parquet` atomically (`os.replace`) under the lock. A process killed at any
+point therefore leaves the store readable and exactly as it was (at worst with orphan
+files, which the next commit deletes).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schema
+from .errors import TraceqError
+
+DEFAULT_STORE = ".traceq"
+MANIFEST = "runs.parquet"
+
+
+def resolve_store_path(path: str | Path | None = None) -> Path:
+    """`--store`, else `TRACEQ_STORE`, else `./.traceq`."""
+    if path:
+        return Path(path)
+    env = os.environ.get("TRACEQ_STORE")
+    return Path(env) if env else Path(DEFAULT_STORE)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "_"
+
+
+@dataclass
+class RankData:
+    """What one ingested source file contributes: canonical tables plus manifest facts."""
+
+    run: str
+    rank: int
+    tables: dict[str, pa.Table]
+    source_path: str
+    source_sha256: str
+    source_format: str
+    format_version: str | None = None
+    world_size: int | None = None
+    host: str | None = None
+    devices: list[dict] = field(default_factory=list)
+    clock_offset_ns: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Staged:
+    """A rank whose table files are written to the staging area, ready to commit."""
+
+    data: RankData
+    staging_dir: Path
+    files: dict[str, str]   # table -> staged file name
+    counts: dict[str, int]
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None):
+        self.path = resolve_store_path(path)
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def manifest(self) -> pa.Table:
+        if not self.manifest_path.exists():
+            return schema.RUNS.empty_table()
+        try:
+            return pq.read_table(self.manifest_path)
+        except Exception as exc:  # corrupt manifest: say so, do not guess
+            raise TraceqError(f"store manifest is unreadable ({exc})", self.manifest_path) from None
+
+    def manifest_rows(self) -> list[dict]:
+        return self.manifest().to_pylist()
+
+    def connect(self):
+        """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats."""
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        rows = self.manifest_rows()
+        if rows:
+            con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))})")
+        else:
+            _empty_view(con, "runs", schema.RUNS)
+        for table, tschema in schema.TABLES.items():
+            files = []
+            for row in rows:
+                rel = json.loads(row["files"] or "{}").get(table)
+                if rel:
+                    files.append(str(self.path / rel))
+            if files:
+                listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({listing}, union_by_name = true)")
+            else:
+                _empty_view(con, table, _with_run_rank(tschema))
+        return con
+
+    # ---------------------------------------------------------------- writing
+    def _ensure(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / ".staging").mkdir(exist_ok=True)
+        except OSError as exc:
+            raise TraceqError(f"cannot create store ({exc.strerror})", self.path) from None
+
+    def stage(self, data: RankData) -> Staged:
+        """Write the rank's tables (with run/rank columns) to a fresh staging folder."""
+        self._ensure()
+        sdir = self.path / ".staging" / uuid.uuid4().hex
+        sdir.mkdir()
+        files, counts = {}, {}
+        for table in schema.TABLES:
+            t = schema.conform(table, data.tables.get(table))
+            counts[table] = t.num_rows
+            if t.num_rows == 0:
+                continue
+            t = t.add_column(0, "rank", pa.array([data.rank] * t.num_rows, pa.int32()))
+            t = t.add_column(0, "run", pa.array([data.run] * t.num_rows, pa.string()).dictionary_encode().cast(pa.string()))
+            name = f"{table}.parquet"
+            pq.write_table(t, sdir / name, compression="zstd", row_group_size=1 << 20)
+            files[table] = name
+        return Staged(data, sdir, files, counts)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self._ensure()
+        with open(self.path / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def is_ingested(self, run: str, rank: int, sha256: str) -> bool:
+        return any(r["run"] == run and r["rank"] == rank and r["source_sha256"] == sha256
+                   for r in self.manifest_rows())
+
+    def commit(self, staged: list[Staged], *, force: bool = False) -> list[str]:
+        """Move staged ranks into place and replace the manifest atomically.
+
+        A rank already in the store with the same source sha256 is skipped unless `force`;
+        a rank present with a different source (or with `force`) is replaced.
+        Returns a status per staged rank: "added", "replaced" or "unchanged".
+        """
+        statuses: list[str] = []
+        with self._locked():
+            rows = self.manifest_rows()
+            keep = {(r["run"], r["rank"]): r for r in rows}
+            superseded: list[str] = []
+            now = datetime.now(timezone.utc).replace(tzinfo=None)
+            for st in staged:
+                d = st.data
+                key = (d.run, d.rank)
+                old = keep.get(key)
+                if old is not None and old["source_sha256"] == d.source_sha256 and not force:
+                    statuses.append("unchanged")
+                    continue
+                ingest_id = st.staging_dir.name
+                rel_files = {}
+                for table, fname in st.files.items():
+                    rel = Path(table) / f"run={_slug(d.run)}" / f"rank={d.rank}" / f"{ingest_id}.parquet"
+                    (self.path / rel).parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(st.staging_dir / fname, self.path / rel)
+                    rel_files[table] = str(rel)
+                if old is not None:
+                    superseded.extend(json.loads(old["files"] or "{}").values())
+                keep[key] = {
+                    "run": d.run, "rank": d.rank, "world_size": d.world_size,
+                    "source_path": d.source_path, "source_sha256": d.source_sha256,
+                    "source_format": d.source_format, "format_version": d.format_version,
+                    "host": d.host, "devices": json.dumps(d.devices),
+                    "clock_offset_ns": d.clock_offset_ns, "ingested_at": now,
+                    "labels": json.dumps(d.labels, sort_keys=True), "warnings": json.dumps(d.warnings),
+                    "n_gpu_ops": st.counts.get("gpu_ops", 0), "n_host_ops": st.counts.get("host_ops", 0),
+                    "n_regions": st.counts.get("regions", 0), "n_timer_stats": st.counts.get("timer_stats", 0),
+                    "files": json.dumps(rel_files, sort_keys=True),
+                }
+                statuses.append("replaced" if old is not None else "added")
+            if any(s != "unchanged" for s in statuses):
+                ordered = sorted(keep.values(), key=lambda r: (r["run"], r["rank"]))
+                table = pa.Table.from_pylist(ordered, schema=schema.RUNS)
+                tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
+                pq.write_table(table, tmp)
+                os.replace(tmp, self.manifest_path)
+                for rel in superseded:
+                    with contextlib.suppress(OSError):
+                        (self.path / rel).unlink()
+            self._collect_garbage(keep.values())
+        for st in staged:
+            shutil.rmtree(st.staging_dir, ignore_errors=True)
+        return statuses
+
+    def discard(self, staged: list[Staged]) -> None:
+        for st in staged:
+            shutil.rmtree(st.staging_dir, ignore_errors=True)
+
+    def remove_run(self, run: str) -> int:
+        """Drop every rank of `run`; returns the number of ranks removed."""
+        with self._locked():
+            rows = self.manifest_rows()
+            gone = [r for r in rows if r["run"] == run]
+            if not gone:
+                return 0
+            rest = [r for r in rows if r["run"] != run]
+            tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
+            pq.write_table(pa.Table.from_pylist(rest, schema=schema.RUNS), tmp)
+            os.replace(tmp, self.manifest_path)
+            self._collect_garbage(rest)
+            return len(gone)
+
+    def _collect_garbage(self, rows) -> None:
+        """Delete table files the manifest does not reference (left by killed ingests)."""
+        live = {str(self.path / rel) for r in rows for rel in json.loads(r["files"] or "{}").values()}
+        for table in schema.TABLES:
+            tdir = self.path / table
+            if not tdir.is_dir():
+                continue
+            for f in tdir.rglob("*.parquet"):
+                if str(f) not in live:
+                    with contextlib.suppress(OSError):
+                        f.unlink()
+        staging = self.path / ".staging"
+        if staging.is_dir():
+            for d in staging.iterdir():
+                # staging folders of other live ingests are younger than a minute; leave those
+                with contextlib.suppress(OSError):
+                    if datetime.now().timestamp() - d.stat().st_mtime > 3600:
+                        shutil.rmtree(d, ignore_errors=True)
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _with_run_rank(s: pa.Schema) -> pa.Schema:
+    return pa.schema([("run", pa.string()), ("rank", pa.int32()), *s])
+
+
+def _empty_view(con, name: str, s: pa.Schema) -> None:
+    con.register(f"__empty_{name}", s.empty_table())
+    con.execute(f"CREATE VIEW {name} AS SELECT * FROM __empty_{name}")
+
+
+def fetch_pl(con, sql: str, params: dict | None = None):
+    """Run `sql` on a DuckDB connection and return a polars DataFrame (via Arrow)."""
+    import polars as pl
+
+    rel = con.sql(sql, params=params or None)
+    if rel is None:   # a statement without a result (CREATE, SET, ...)
+        return pl.DataFrame()
+    return pl.from_arrow(rel.to_arrow_table())
