@@ -199,7 +199,7 @@ def hotspots(
 
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_analyses", "traceq.cli_report", "traceq.cli_timer"):
+for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 

@@ -11,3 +11,8 @@ _DIR = Path(__file__).parent
 def load(name: str) -> str:
     """Text of `traceq/queries/<name>.sql`."""
     return (_DIR / f"{name}.sql").read_text()
+
+
+def install_macros(con) -> None:
+    """Define the shared interval macros (intervals.sql) on a DuckDB connection (idempotent)."""
+    con.execute(load("intervals"))
