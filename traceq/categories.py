@@ -72,17 +72,24 @@ def user_rules() -> list[Rule]:
 
 
 def categorize(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None) -> pl.Series:
-    """Category per (name, kind) row; evaluated once per distinct pair."""
+    """Category per (name, kind) row. Rules are evaluated once per distinct pair (a few
+    hundred in a real trace), then joined back to the rows."""
+    import re
+
     rules = user_rules() + RULES if rules is None else rules
-    pairs = pl.DataFrame({"name": names, "kind": kinds}).unique()
-    expr = pl.lit(DEFAULT_CATEGORY)
-    for rule in reversed(rules):
-        cond = pl.lit(True)
-        if rule.pattern:
-            cond = cond & pl.col("name").fill_null("").str.contains("(?i)" + rule.pattern)
-        if rule.kinds:
-            cond = cond & pl.col("kind").is_in(list(rule.kinds))
-        expr = pl.when(cond).then(pl.lit(rule.category)).otherwise(expr)
-    pairs = pairs.with_columns(expr.alias("category"))
-    out = pl.DataFrame({"name": names, "kind": kinds}).join(pairs, on=["name", "kind"], how="left", nulls_equal=True)
-    return out["category"]
+    compiled = [(r.category, re.compile(r.pattern, re.I) if r.pattern else None, r.kinds) for r in rules]
+    rows = pl.DataFrame({"name": names, "kind": kinds})
+    pairs = rows.unique()
+
+    def first_match(name: str | None, kind: str | None) -> str:
+        for category, pattern, kinds_ in compiled:
+            if kinds_ and kind not in kinds_:
+                continue
+            if pattern is not None and not pattern.search(name or ""):
+                continue
+            return category
+        return DEFAULT_CATEGORY
+
+    cats = [first_match(n, k) for n, k in pairs.iter_rows()]
+    pairs = pairs.with_columns(category=pl.Series(cats, dtype=pl.String))
+    return rows.join(pairs, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")["category"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -142,10 +143,13 @@ class Store:
             counts[table] = t.num_rows
             if t.num_rows == 0:
                 continue
-            t = t.add_column(0, "rank", pa.array([data.rank] * t.num_rows, pa.int32()))
-            t = t.add_column(0, "run", pa.array([data.run] * t.num_rows, pa.string()).dictionary_encode().cast(pa.string()))
+            n = t.num_rows
+            t = t.add_column(0, "rank", pa.array(np.full(n, data.rank, dtype=np.int32)))
+            t = t.add_column(0, "run", pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(n, dtype=np.int32)), pa.array([data.run], pa.string())))
             name = f"{table}.parquet"
-            pq.write_table(t, sdir / name, compression="zstd", row_group_size=1 << 20)
+            pq.write_table(t, sdir / name, compression="zstd", row_group_size=1 << 18)
+            del t
             files[table] = name
         return Staged(data, sdir, files, counts)
 

@@ -14,7 +14,8 @@ after that (routing by category, ns conversion, launch linking) is vectorised in
 """
 from __future__ import annotations
 
-import gzip
+import mmap
+import os
 import re
 import zlib
 from pathlib import Path
@@ -94,27 +95,84 @@ _STEP = r"^ProfilerStep#(\d+)$"
 _DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
 
 
-# ------------------------------------------------------------------ file -> bytes
-def _read_bytes(path: Path) -> bytes:
+# ------------------------------------------------------------------ file -> buffer
+def _open_buffer(path: Path) -> mmap.mmap:
+    """The JSON text as a memory map: the file itself, or a .gz decompressed into anonymous
+    memory. Mapped pages can be released chunk by chunk once decoded (see `_release`)."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            f.seek(0)
+            if magic != b"\x1f\x8b":
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    raise BadInput("empty file", path)
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return _gunzip_to_map(f, path)
     except OSError as exc:
         raise BadInput(exc.strerror or str(exc), path) from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as exc:
-            msg = "truncated .gz file (compressed stream ends early)" if isinstance(exc, EOFError) else f"corrupt .gz file ({exc})"
-            raise BadInput(msg, path) from None
-    if not raw or re.fullmatch(rb"\s*", raw[:4096]) and not raw[4096:4097]:
+
+
+def _gunzip_to_map(f, path: Path) -> mmap.mmap:
+    f.seek(-4, os.SEEK_END)
+    hint = int.from_bytes(f.read(4), "little") or (1 << 20)   # ISIZE: size mod 2**32
+    f.seek(0)
+    mm = mmap.mmap(-1, max(hint, 1 << 16))
+    d = zlib.decompressobj(wbits=47)
+    pos = 0
+    try:
+        while chunk := f.read(1 << 22):
+            while chunk:
+                out = d.decompress(chunk, 1 << 24)
+                chunk = d.unconsumed_tail
+                if d.eof and d.unused_data:            # concatenated gzip members
+                    chunk = d.unused_data + chunk
+                    d = zlib.decompressobj(wbits=47)
+                if pos + len(out) > len(mm):
+                    mm.resize(max(2 * len(mm), pos + len(out)))
+                mm[pos:pos + len(out)] = out
+                pos += len(out)
+    except zlib.error as exc:
+        raise BadInput(f"corrupt .gz file ({exc})", path) from None
+    if not d.eof:
+        raise BadInput("truncated .gz file (compressed stream ends early)", path)
+    if pos == 0:
         raise BadInput("empty file", path)
-    return raw
+    if pos != len(mm):
+        mm.resize(pos)
+    return mm
 
 
-def _parse_outer(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw], list[str]]:
+def _trim_heap() -> None:
+    """Hand the freed per-event Python objects back to the OS (glibc keeps them otherwise)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _address(buf) -> int:
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+def _release(mm: mmap.mmap, base: int, upto: int, done: int) -> int:
+    """Drop the mapped pages of [done, upto) from memory (they are decoded already)."""
+    page = mmap.PAGESIZE
+    lo, hi = (done // page) * page, (upto // page) * page
+    if hi > lo:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        return hi
+    return done
+
+
+def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw], list[str]]:
     """Split the document into metadata and raw event slices; recover truncated files."""
     warnings: list[str] = []
-    head = raw.lstrip()[:1]
+    head = bytes(raw[:4096]).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if not head:
+        raise BadInput("empty file", path)
     try:
         if head == b"[":
             return _Trace(), msgspec.json.decode(raw, type=list[msgspec.Raw]), warnings
@@ -124,7 +182,7 @@ def _parse_outer(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw], lis
     except msgspec.DecodeError:
         if head not in (b"{", b"["):
             raise BadInput("not a Chrome trace (not JSON)", path) from None
-        trace, events = _recover_truncated(raw, path)
+        trace, events = _recover_truncated(raw, head, path)
         warnings.append(f"file is truncated or malformed after {len(events)} complete events; "
                         "ingested those (was the writer killed?)")
         return trace, events, warnings
@@ -133,16 +191,15 @@ def _parse_outer(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw], lis
     return trace, trace.traceEvents, warnings
 
 
-def _recover_truncated(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw]]:
+def _recover_truncated(raw: mmap.mmap, head: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw]]:
     """Stream-parse a broken document with ijson and keep every complete event."""
-    import io
-
     import ijson
 
-    prefix = "item" if raw.lstrip()[:1] == b"[" else "traceEvents.item"
+    prefix = "item" if head == b"[" else "traceEvents.item"
     events: list[msgspec.Raw] = []
     try:
-        for ev in ijson.items(io.BytesIO(raw), prefix, use_float=True):
+        raw.seek(0)
+        for ev in ijson.items(raw, prefix, use_float=True):
             events.append(msgspec.Raw(msgspec.json.encode(ev)))
     except (ijson.JSONError, ijson.IncompleteJSONError, ValueError):
         pass
@@ -150,7 +207,8 @@ def _recover_truncated(raw: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw
         raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", path)
     meta = _Trace()
     try:  # metadata written before traceEvents (deviceProperties, distributedInfo) is still usable
-        for key, value in ijson.kvitems(io.BytesIO(raw), "", use_float=True):
+        raw.seek(0)
+        for key, value in ijson.kvitems(raw, "", use_float=True):
             if key == "traceEvents":
                 break
             if key in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds", "host_name", "hostname"):
@@ -242,10 +300,6 @@ def _dims(values, i) -> pa.Array:
 _GPU_CATS = frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset", "gpu_user_annotation"}
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
-_COLUMNS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "stream", "device",
-            "bytes", "registers", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "unfinished", "arg_kind"]
-_TYPES = {"ph": pa.string(), "cat": pa.string(), "name": pa.string(), "ts": pa.float64(), "dur": pa.float64(),
-          "unfinished": pa.bool_(), "arg_kind": pa.string()}
 
 
 def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
@@ -274,30 +328,47 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
             "block_y": _dims([a.block for a in args], 1), "block_z": _dims([a.block for a in args], 2),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
         })
-    n = len(evs)
-    return {c: cols[c] if c in cols else pa.nulls(n, _TYPES.get(c, pa.int64())) for c in _COLUMNS}
+    return cols
 
 
-def _batch(evs: list[_Event]) -> list[pa.RecordBatch]:
+def _batches(evs: list[_Event]) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
+    """(host batch, GPU batch) of one chunk; GPU-only columns exist only in the GPU batch."""
     kept = [e for e in evs if e.ph in _KEPT_PH and e.ts is not None]
     gpu = [e for e in kept if e.cat in _GPU_CATS]
     host = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
-    return [pa.RecordBatch.from_pydict(_columns(group, group is gpu)) for group in (host, gpu) if group]
+    return (pa.RecordBatch.from_pydict(_columns(host, False)) if host else None,
+            pa.RecordBatch.from_pydict(_columns(gpu, True)) if gpu else None)
 
 
-def _events_frame(raws: list[msgspec.Raw]) -> pl.DataFrame:
-    batches = []
+def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Decode the raw event slices chunk by chunk into (host events, GPU events) frames.
+    Each chunk's slices and (when the events live in `mm`) its mapped pages are released
+    once decoded, so the JSON text and the columns are never both fully in memory."""
+    host_batches, gpu_batches = [], []
+    base = _address(mm) if mm is not None else 0
+    done = 0
     for i in range(0, len(raws), _CHUNK):
         chunk = raws[i:i + _CHUNK]
         try:
             evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
         except msgspec.ValidationError:
             evs = _coerce_chunk(chunk)
-        batches.extend(_batch(evs))
-        raws[i:i + _CHUNK] = [None] * len(chunk)   # free the slices as we go (memory budget)
-    if not batches:
-        return pl.from_arrow(pa.RecordBatch.from_pydict(_columns([], True)))
-    return pl.from_arrow(pa.Table.from_batches(batches), rechunk=False)
+        hb, gb = _batches(evs)
+        if hb is not None:
+            host_batches.append(hb)
+        if gb is not None:
+            gpu_batches.append(gb)
+        if mm is not None:
+            end = _address(chunk[-1]) + len(chunk[-1]) - base
+            if 0 <= end <= len(mm):
+                done = _release(mm, base, end, done)
+        del chunk, evs
+        raws[i:i + _CHUNK] = [None] * min(_CHUNK, len(raws) - i)   # free the slices as we go
+    frames = []
+    for batches, gpu in ((host_batches, False), (gpu_batches, True)):
+        table = pa.Table.from_batches(batches) if batches else pa.Table.from_pydict(_columns([], gpu))
+        frames.append(pl.from_arrow(table, rechunk=False))
+    return frames[0], frames[1]
 
 
 def _ns(ts_us: pl.Expr) -> pl.Expr:
@@ -355,7 +426,8 @@ def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.D
         dst_kind=pl.when(pl.col("kind") == "memcpy").then("dst_kind"),
     )
     # The launching process: the runtime/driver call with the same correlation id.
-    launch = (host.filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"]) & pl.col("correlation").is_not_null())
+    launch = (host.select("pid", "kind", "correlation")
+              .filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"]) & pl.col("correlation").is_not_null())
               .group_by("correlation").agg(pl.col("pid").first().alias("_host_pid")))
     g = g.join(launch, on="correlation", how="left")
     g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
@@ -370,8 +442,19 @@ def _is_region(ev: pl.DataFrame) -> pl.Expr:
     return pl.col("_cat").is_in(list(_REGION_CATS)) | (pl.col("_cat").is_in(["cpu_op", "operator"]) & named)
 
 
+def _prepare(ev: pl.DataFrame) -> pl.DataFrame:
+    """µs -> ns, lower-cased category, B/E pairs -> complete events, end_ns."""
+    ev = ev.with_columns(
+        start_ns=_ns(pl.col("ts")),
+        dur_ns=pl.when(pl.col("dur") > 0).then((pl.col("dur") * 1000).round().cast(pl.Int64)).otherwise(0),
+        _cat=pl.col("cat").str.to_lowercase().fill_null(""),
+    ).drop("ts", "dur")
+    ev = _pair_begin_end(ev)
+    return ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+
 def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
-    h = ev.filter(~pl.col("_cat").is_in(list(_GPU_KIND) + list(_REGION_CATS) + list(_SKIP_CATS))
+    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished").filter(~pl.col("_cat").is_in(list(_GPU_KIND) + list(_REGION_CATS) + list(_SKIP_CATS))
                   & ~_is_region(ev) & pl.col("pid").is_not_null())
     kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
     kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
@@ -379,8 +462,10 @@ def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
                                              "external_id", "unfinished")
 
 
-def _regions(ev: pl.DataFrame) -> pl.DataFrame:
-    r = ev.filter(_is_region(ev))
+def _regions(r: pl.DataFrame) -> pl.DataFrame:
+    for col in ("device", "stream"):
+        if col not in r.columns:
+            r = r.with_columns(pl.lit(None, pl.Int64).alias(col))
     on_gpu = pl.col("_cat") == "gpu_user_annotation"
     source = (pl.when(pl.col("name").str.contains(_STEP)).then(pl.lit("step"))
               .when(pl.col("name").str.contains(_DATALOADER)).then(pl.lit("dataloader"))
@@ -416,25 +501,25 @@ def _devices(trace: _Trace) -> list[dict]:
 
 def read(path: Path) -> Parsed:
     path = Path(path)
-    raw = _read_bytes(path)
+    raw = _open_buffer(path)
     trace, raws, warnings = _parse_outer(raw, path)
+    trace.traceEvents = None
     n_events = len(raws)
-    ev = _events_frame(raws)
-    del raws, raw
-    ev = ev.with_columns(
-        start_ns=_ns(pl.col("ts")),
-        dur_ns=pl.when(pl.col("dur") > 0).then((pl.col("dur") * 1000).round().cast(pl.Int64)).otherwise(0),
-        _cat=pl.col("cat").str.to_lowercase().fill_null(""),
-    ).drop("ts", "dur")
-    ev = _pair_begin_end(ev)
-    ev = ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+    recovered = bool(warnings)   # recovered slices are copies, not views of `raw`
+    host_ev, gpu_ev = _events_frames(raws, None if recovered else raw)
+    del raws
+    _trim_heap()
+    host_ev, gpu_ev = _prepare(host_ev), _prepare(gpu_ev)
 
-    host = _host_ops(ev)
+    host = _host_ops(host_ev)
     main_pid = None
     if host.height:
         main_pid = host.group_by("pid").len().sort("len", descending=True)["pid"][0]
-    gpu = _gpu_ops(ev, host, main_pid)
-    regions = _regions(ev)
+    regions = _regions(pl.concat([host_ev.filter(_is_region(host_ev)), gpu_ev.filter(_is_region(gpu_ev))],
+                                 how="diagonal_relaxed"))
+    del host_ev
+    gpu = _gpu_ops(gpu_ev, host, main_pid)
+    del gpu_ev
 
     info = trace.distributedInfo or {}
     if n_events == 0:

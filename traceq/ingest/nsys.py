@@ -1,0 +1,343 @@
+"""Nsight Systems SQLite export -> canonical tables (DESIGN §3, REFERENCE A2.5 and D2).
+
+Owns the translation of one `nsys export --type sqlite` file of schema 2.x (`EXPORT_META_DATA`),
+3.x (`META_DATA_EXPORT`) or a legacy export without a meta table:
+
+- gpu_ops  <- CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET, _SYNCHRONIZATION
+- host_ops <- CUPTI_ACTIVITY_KIND_RUNTIME rows of eventClass 0 (runtime) and 1 (driver) only
+- regions  <- NVTX_EVENTS push/pop and start/end ranges (eventType 59, 60, 70, 71)
+- run facts: schema version, rank (MPI_RANKS, else the rank variables of the capture
+  environment), hostname, GPUs, UTC anchor. The environment block itself is never kept.
+
+nsys creates tables lazily and renames columns between versions, so every table and column
+is probed; a missing table means no rows, a missing column means nulls. Integer columns are
+fetched in bulk straight into numpy (`fetchall`-free, streamed) and everything after the
+fetch is vectorised: StringIds are joined per id in polars, `globalTid`/`globalPid` are
+decoded in SQL (PID = bits 24..47, TID = bits 0..23), NVTX depth is a numpy sweep.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .. import schema
+from ..categories import categorize
+from ..errors import BadInput
+from .common import Parsed, strip_api_suffix_expr
+
+# Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
+MEMCPY_LABELS = {
+    0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
+    5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
+    9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device", 12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+MEM_KIND_LABELS = {
+    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+    6: "Managed Static", 7: "Unknown",
+}
+SYNC_LABELS = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
+# gpu_ops.copy_kind: short direction per memcpy enum value.
+COPY_KINDS = {
+    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM_HtoD", 12: "UVM_DtoH", 13: "UVM_DtoD",
+}
+# Synchronisation APIs -> the name of the GPU-side sync record they cause (Kineto's `cuda_sync`
+# names). Sync records are named after their API because the stored syncType numbers disagree
+# with the ENUM_CUPTI_SYNC_TYPE labels (cudaDeviceSynchronize is 1 "Event sync" in 3.13, 0
+# "Unknown" in 3.16; cudaStreamSynchronize is 2 "Stream wait sync" in 3.16, 3 in 2.9).
+SYNC_APIS = {
+    "cudaDeviceSynchronize": "Context Sync", "cudaThreadSynchronize": "Context Sync",
+    "cuCtxSynchronize": "Context Sync",
+    "cudaStreamSynchronize": "Stream Sync", "cuStreamSynchronize": "Stream Sync",
+    "cudaEventSynchronize": "Event Sync", "cuEventSynchronize": "Event Sync", "cudaEventQuery": "Event Sync",
+    "cudaStreamWaitEvent": "Stream Wait Event", "cuStreamWaitEvent": "Stream Wait Event",
+}
+BLOCKING_SYNC_APIS = [api for api in SYNC_APIS if api != "cudaEventQuery"]   # host_ops kind sync_api
+NVTX_RANGES = (59, 60, 70, 71)   # NvtxPushPopRange, NvtxStartEndRange, NVTXT push/pop and start/end
+NVTX_DOMAIN_CREATE = 75
+RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK")   # in this order of trust
+NO_KERNELS = "no CUDA kernel activity in this export"
+_NULL = -(2**63)    # stands for SQL NULL in integer fetches; no nsys column holds this value
+_PID = "(({} >> 24) & 16777215)"
+_TID = "({} & 16777215)"
+
+
+def read(path: Path) -> Parsed:
+    path = Path(path)
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        try:
+            return _Export(con, path).parse()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise BadInput(f"unreadable SQLite database ({exc})", path) from None
+
+
+class _Export:
+    def __init__(self, con: sqlite3.Connection, path: Path):
+        self.con, self.path = con, path
+        self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        self._columns: dict[str, set[str]] = {}
+        self._strings: pl.DataFrame | None = None
+
+    # ------------------------------------------------------------------ probing and fetching
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            self._columns[table] = ({r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+                                    if table in self.tables else set())
+        return self._columns[table]
+
+    def is_nsys(self) -> bool:
+        return "StringIds" in self.tables or any(
+            t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t == "NVTX_EVENTS" for t in self.tables)
+
+    def query(self, table: str, select: dict[str, str], where: str = "", text: tuple[str, ...] = ()) -> pl.DataFrame:
+        """SELECT `select` (alias -> SQL expression over columns) FROM `table` [`where`].
+
+        Columns are Int64 except the aliases in `text`. An expression using a column that
+        `table` lacks yields nulls; a missing table (or `where` column) yields no rows.
+        """
+        dtypes = {a: pl.String if a in text else pl.Int64 for a in select}
+        cols = self.columns(table)
+        if not cols or not set(re.findall(r"[A-Za-z_]\w*", where)) - {"WHERE", "IN", "AND"} <= cols:
+            return pl.DataFrame(schema=dtypes)
+        exprs = {a: e if set(re.findall(r"[A-Za-z_]\w*", e)) <= cols else "NULL" for a, e in select.items()}
+        if text:
+            sql = f'SELECT {", ".join(exprs.values())} FROM "{table}" {where}'
+            return pl.DataFrame(self.con.execute(sql).fetchall(), schema=dtypes, orient="row")
+        # Integers only: stream the rows into one numpy buffer (no list of tuples), NULL -> _NULL.
+        sql = f'SELECT {", ".join(f"ifnull({e}, {_NULL + 1} - 1)" for e in exprs.values())} FROM "{table}" {where}'
+        flat = np.fromiter(itertools.chain.from_iterable(self.con.execute(sql)), dtype=np.int64)
+        values = flat.reshape(-1, len(select))
+        return pl.DataFrame({a: values[:, i] for i, a in enumerate(select)}).with_columns(
+            pl.when(pl.col(a) != _NULL).then(pl.col(a)).alias(a) for a in select)
+
+    def strings(self) -> pl.DataFrame:
+        if self._strings is None:
+            rows = (self.con.execute("SELECT id, value FROM StringIds").fetchall()
+                    if {"id", "value"} <= self.columns("StringIds") else [])
+            self._strings = pl.DataFrame(rows, schema={"id": pl.Int64, "value": pl.String}, orient="row")
+        return self._strings
+
+    def with_string(self, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+        """Replace the StringIds reference `id_col` by its text, named `out`."""
+        strings = self.strings().rename({"id": id_col, "value": out})
+        return df.join(strings, on=id_col, how="left", maintain_order="left").drop(id_col)
+
+    def enum(self, table: str, fallback: dict[int, str]) -> dict[int, str]:
+        if {"id", "label"} <= self.columns(table):
+            return dict(self.con.execute(f'SELECT id, label FROM "{table}"').fetchall())
+        return fallback
+
+    # ------------------------------------------------------------------ tables
+    def host_ops(self) -> pl.DataFrame:
+        has_class = "eventClass" in self.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
+        api = self.query("CUPTI_ACTIVITY_KIND_RUNTIME", {
+            "start_ns": "start", "end_ns": "end", "event_class": "eventClass" if has_class else "0",
+            "pid": _PID.format("globalTid"), "tid": _TID.format("globalTid"),
+            "correlation": "correlationId", "name_id": "nameId",
+        }, where="WHERE eventClass IN (0, 1)" if has_class else "")
+        names = self.strings().filter(pl.col("id").is_in(api["name_id"].unique().implode())).select(
+            name_id="id", name=strip_api_suffix_expr(pl.col("value")))
+        api = api.join(names, on="name_id", how="left", maintain_order="left").drop("name_id")
+        is_sync = _api_base(pl.col("name")).is_in(BLOCKING_SYNC_APIS)
+        return api.with_columns(
+            kind=pl.when(is_sync).then(pl.lit("sync_api"))
+            .when(pl.col("event_class") == 1).then(pl.lit("driver")).otherwise(pl.lit("runtime")),
+            unfinished=pl.lit(False),
+        ).drop("event_class")
+
+    def gpu_ops(self, host: pl.DataFrame) -> pl.DataFrame:
+        common = {"start_ns": "start", "end_ns": "end", "device": "deviceId", "stream": "streamId",
+                  "correlation": "correlationId", "pid": _PID.format("globalPid")}
+        kernel_cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
+        kernels = self.query("CUPTI_ACTIVITY_KIND_KERNEL", {
+            **common, "name_id": "demangledName" if "demangledName" in kernel_cols else "shortName",
+            "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
+            "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ", "registers": "registersPerThread"})
+        # Kernel names are categorised once per distinct StringIds id, then joined on the id.
+        names = self.strings().filter(pl.col("id").is_in(kernels["name_id"].unique().implode()))
+        names = names.select(name_id="id", name="value", category=categorize(names["value"], pl.repeat(
+            "kernel", names.height, eager=True)))
+        kernels = kernels.join(names, on="name_id", how="left", maintain_order="left").drop("name_id")
+        kernels = kernels.with_columns(kind=pl.lit("kernel"))
+
+        copy_labels = self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_LABELS)
+        mem_kinds = self.enum("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
+        memcpy = self.query("CUPTI_ACTIVITY_KIND_MEMCPY", {
+            **common, "bytes": "bytes", "copy": "copyKind", "src": "srcKind", "dst": "dstKind"})
+        memcpy = memcpy.with_columns(
+            kind=pl.lit("memcpy"),
+            name=pl.format("[CUDA memcpy {}]", _label("copy", copy_labels)),
+            copy_kind=_label("copy", COPY_KINDS),
+            src_kind=_label("src", mem_kinds),
+            dst_kind=_label("dst", mem_kinds),
+        ).drop("copy", "src", "dst")
+
+        memset = self.query("CUPTI_ACTIVITY_KIND_MEMSET", {**common, "bytes": "bytes"}).with_columns(
+            kind=pl.lit("memset"), name=pl.lit("[CUDA memset]"))
+
+        sync = self.query("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {**common, "sync": "syncType"})
+        sync_api = host.filter(pl.col("kind") == "sync_api").select(
+            "pid", "correlation", api=_api_base(pl.col("name")).replace_strict(SYNC_APIS, default=None))
+        sync_api = sync_api.unique(["pid", "correlation"], keep="first", maintain_order=True)
+        sync = sync.join(sync_api, on=["pid", "correlation"], how="left", maintain_order="left").with_columns(
+            kind=pl.lit("sync"),
+            name=pl.coalesce("api", _label("sync", self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_LABELS))),
+        ).drop("sync", "api")
+
+        other = pl.concat([memcpy, memset, sync], how="diagonal_relaxed")
+        other = other.with_columns(category=categorize(other["name"], other["kind"]))
+        return pl.concat([kernels, other], how="diagonal_relaxed")
+
+    def regions(self, last_activity: int | None) -> tuple[pl.DataFrame, int]:
+        """NVTX ranges, and how many of them end on another thread than they start on.
+
+        A range still open at the end of the capture ends at the capture's last timestamp
+        (`last_activity` of the other tables, or a later NVTX timestamp) and is `unfinished`.
+        """
+        types = ", ".join(map(str, NVTX_RANGES + (NVTX_DOMAIN_CREATE,)))
+        ev = self.query("NVTX_EVENTS", {
+            "event_type": "eventType", "start_ns": "start", "end_ns": "end", "text": "text", "text_id": "textId",
+            "domain_id": "domainId", "pid": _PID.format("globalTid"), "tid": _TID.format("globalTid"),
+            "thread": "globalTid", "end_thread": "endGlobalTid",
+        }, where=f"WHERE eventType IN ({types})", text=("text",))
+        ev = self.with_string(ev, "text_id", "registered").with_columns(
+            name=pl.coalesce("registered", "text")).drop("registered", "text")
+        domains = (ev.filter(pl.col("event_type") == NVTX_DOMAIN_CREATE)
+                   .unique(["pid", "domain_id"], keep="first", maintain_order=True)
+                   .select("pid", "domain_id", domain="name"))
+        ranges = ev.filter(pl.col("event_type") != NVTX_DOMAIN_CREATE)
+        ranges = ranges.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
+        cross_thread = ranges.filter(pl.col("end_thread") != pl.col("thread")).height
+        capture_end = max((t for t in (last_activity, ev["start_ns"].max(), ev["end_ns"].max()) if t is not None),
+                          default=0)
+        ranges = ranges.with_columns(
+            source=pl.lit("nvtx"),
+            unfinished=pl.col("end_ns").is_null(),
+            end_ns=pl.col("end_ns").fill_null(capture_end),
+        )
+        depth = _depth(ranges["thread"].fill_null(0).to_numpy(), ranges["start_ns"].to_numpy(),
+                       ranges["end_ns"].to_numpy())
+        ranges = ranges.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
+        return ranges.drop("event_type", "domain_id", "thread", "end_thread"), cross_thread
+
+    # ------------------------------------------------------------------ run facts
+    def meta(self, key: str) -> str | None:
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if {"name", "value"} <= self.columns(table):
+                row = self.con.execute(f"SELECT value FROM {table} WHERE name = ?", (key,)).fetchone()
+                if row:
+                    return row[0]
+        return None
+
+    def rank(self) -> tuple[int | None, list[str]]:
+        """MPI_RANKS, else the first of RANK_VARS set in the capture environment."""
+        if "rank" in self.columns("MPI_RANKS"):
+            ranks = sorted(r for (r,) in self.con.execute("SELECT DISTINCT rank FROM MPI_RANKS") if r is not None)
+            if len(ranks) == 1:
+                return int(ranks[0]), []
+            if ranks:
+                return None, [f"export holds MPI ranks {ranks}; the rank comes from --rank or the file name"]
+        if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
+            # The block is `NAME=value;NAME=value...` in one row named DeviceEnvironment; only the
+            # rank variables are extracted and the rest is dropped right here.
+            found: dict[str, int] = {}
+            wanted = ("DeviceEnvironment",) + RANK_VARS
+            for name, value in self.con.execute(
+                    f"SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ({', '.join('?' * len(wanted))})",
+                    wanted):
+                for var in RANK_VARS if name == "DeviceEnvironment" else (name,):
+                    pattern = rf"(?:^|;){var}=(\d+)(?:;|$)" if name == "DeviceEnvironment" else r"\s*(\d+)\s*$"
+                    m = re.search(pattern, value or "")
+                    if m:
+                        found.setdefault(var, int(m.group(1)))
+            for var in RANK_VARS:
+                if var in found:
+                    return found[var], []
+        return None, []
+
+    def host(self) -> str | None:
+        if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
+            row = self.con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
+            return row[0] if row else None
+        return None
+
+    def devices(self) -> list[dict]:
+        cols = self.columns("TARGET_INFO_GPU")
+        if "id" not in cols:
+            return []
+        pick = ", ".join(c if c in cols else "NULL" for c in ("id", "name", "smCount", "totalMemory"))
+        rows = self.con.execute(f"SELECT DISTINCT {pick} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
+        return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem} for i, n, sm, mem in rows]
+
+    def clock_offset_ns(self) -> int:
+        if "utcEpochNs" in self.columns("TARGET_INFO_SESSION_START_TIME"):
+            row = self.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            if row and row[0] is not None:
+                return int(row[0])
+        return 0
+
+    # ------------------------------------------------------------------ all together
+    def parse(self) -> Parsed:
+        if not self.is_nsys():
+            raise BadInput("SQLite file is not an Nsight Systems export (no nsys tables)", self.path)
+        host = self.host_ops()
+        gpu = self.gpu_ops(host)
+        regions, cross_thread = self.regions(max(gpu["end_ns"].max() or 0, host["end_ns"].max() or 0))
+        warnings = [] if (gpu["kind"] == "kernel").any() else [NO_KERNELS]
+        if cross_thread:
+            warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
+                            "(kept with the starting thread's pid/tid)")
+        rank, rank_warnings = self.rank()
+        return Parsed(
+            tables={"gpu_ops": schema.conform("gpu_ops", gpu.to_arrow()),
+                    "host_ops": schema.conform("host_ops", host.to_arrow()),
+                    "regions": schema.conform("regions", regions.to_arrow())},
+            format="nsys",
+            format_version=self.meta("EXPORT_SCHEMA_VERSION"),
+            rank=rank,
+            host=self.host(),
+            devices=self.devices(),
+            clock_offset_ns=self.clock_offset_ns(),
+            warnings=warnings + rank_warnings,
+        )
+
+
+def _api_base(name: pl.Expr) -> pl.Expr:
+    """API name without its per-thread-default-stream suffix (cudaStreamSynchronize_ptsz)."""
+    return name.str.replace(r"_pt(sz|ds)$", "")
+
+
+def _label(col: str, labels: dict[int, str]) -> pl.Expr:
+    """Enum number -> label; numbers missing from `labels` keep their digits."""
+    return pl.col(col).replace_strict(labels, default=pl.col(col).cast(pl.String), return_dtype=pl.String)
+
+
+def _depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting level of each range on its thread: how many of the thread's ranges are open when it opens.
+
+    A sweep over open (+1) and close (-1) events, sorted by thread and time; at equal times
+    ranges that end close first, then ranges open longest first (parent before child), then
+    zero-length ranges close. Each thread's events sum to zero, so one running sum over all
+    threads serves every thread. For push/pop ranges this is the NVTX stack depth.
+    """
+    n = len(start)
+    end = np.maximum(end, start)
+    time = np.concatenate([start, end])
+    phase = np.concatenate([np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)])
+    longest_first = np.concatenate([-end, np.zeros(n, end.dtype)])
+    order = np.lexsort((longest_first, phase, time, np.concatenate([thread, thread])))
+    is_open = order < n
+    open_now = np.cumsum(np.where(is_open, 1, -1))
+    depth = np.empty(n, np.int32)
+    depth[order[is_open]] = open_now[is_open] - 1
+    return depth
