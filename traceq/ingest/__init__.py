@@ -185,12 +185,21 @@ def ingest(
     try:
         if len(todo) > 1 and (jobs or os.cpu_count() or 1) > 1:
             n = min(len(todo), jobs or os.cpu_count() or 1)
+            first_error: BaseException | None = None
             with ProcessPoolExecutor(n, mp_context=get_context("fork")) as pool:
                 futures = {pool.submit(_parse_and_stage, str(st.path), j): j for j in todo}
                 for fut in as_completed(futures):
-                    staged.append(fut.result())
+                    try:
+                        staged.append(fut.result())
+                    except Exception as exc:  # noqa: BLE001 - keep collecting so nothing is left staged
+                        if first_error is None:
+                            first_error = exc
+                            for other in futures:
+                                other.cancel()
                     if on_progress:
                         on_progress("done", futures[fut].path)
+            if first_error is not None:
+                raise first_error
         else:
             for j in todo:
                 staged.append(_parse_and_stage(str(st.path), j))
