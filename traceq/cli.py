@@ -20,16 +20,33 @@ app = typer.Typer(
     help=(
         "Fast answers from GPU training traces: nsys SQLite exports, PyTorch profiler (Kineto) "
         "traces and timer logs, ingested into one Parquet store.\n\n"
-        "Example:\n\n"
-        "  traceq ingest sample_traces/slow_dataloader   # a directory = the ranks of one run\n\n"
-        "  traceq hotspots --top 10\n\n"
-        "The store is ./.traceq unless --store or TRACEQ_STORE says otherwise."
+        "Examples:\n\n\b\n"
+        "  traceq ingest sample_traces/nsys_sample.sqlite\n"
+        "  traceq ingest runs/amp/ --run amp --label amp=on   # a directory = the ranks of one run\n"
+        "  traceq hotspots --top 10\n"
+        "  traceq sql \"SELECT category, count(*) FROM gpu_ops GROUP BY 1\"\n\n"
+        "The store is ./.traceq unless --store or TRACEQ_STORE says otherwise. "
+        "Add --debug anywhere to see a traceback instead of a one-line error."
     ),
     no_args_is_help=True,
     add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"traceq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Show the version and exit.")] = False) -> None:
+    pass
+
 
 # ---------------------------------------------------------------- shared options
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", show_default=False)]
