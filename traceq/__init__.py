@@ -18,6 +18,7 @@ _API = {
     "breakdown": ("traceq.analyses", "breakdown"),
     "stalls": ("traceq.analyses", "stalls"),
     "diff": ("traceq.analyses", "diff"),
+    "timer_breakdown": ("traceq.analyses", "timer_breakdown"),
 }
 
 

@@ -31,7 +31,7 @@ RULES: list[Rule] = [
     Rule("gemm", r"gemm|cutlass|cublas|matmul|nvjet|triton_mm|_mm_|\bgemv|sm\d+_xmma"),
     Rule("normalization", r"norm|bn_fw|bn_bw|batch_norm|layer_norm|welford|rms"),
     Rule("attention", r"flash|fmha|attention|attn|sdpa|mha_"),
-    Rule("optimizer", r"multi_tensor_apply|adam|sgd|lamb|adagrad|optimizer|_foreach|fused_.*step"),
+    Rule("optimizer", r"multi_tensor_apply|adam|sgd|\blamb\b|lamb_|adagrad|optimizer|_foreach|fused_.*step"),
     Rule("elementwise", r"elementwise|pointwise|triton_poi|functor|relu|gelu|silu|sigmoid|tanh|activation|dropout|copy_kernel|cast|index_|scatter|gather"),
     Rule("reduce", r"reduce|reduction|triton_red|triton_per|softmax|sum_kernel|argmax|max_kernel|min_kernel|mean_kernel|cross_entropy|nll_loss"),
 ]

@@ -28,7 +28,7 @@ def hotspots_scoped(scope: Scope, top: int | None = None, categories: list[str] 
     df = scope.df(queries.load("hotspots"))
     n_steps = scope.df(
         "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
-        "WHERE r.run = $run AND r.source = 'step' "
+        "WHERE r.run = $run AND r.source = 'step' AND (r.domain IS NULL OR r.domain <> 'gpu') "
         "AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))")["n"][0]
     n_ranks = scope.df("SELECT count(*) AS n FROM scope_window")["n"][0]
     df = _advice(df, max(int(n_steps), 1) * (1 if n_steps else n_ranks))

@@ -77,6 +77,7 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
         if sl is not None:
             st_rows = con.execute(
                 "SELECT start_ns, end_ns FROM regions WHERE run = $run AND rank = $rank AND source = 'step' "
+                "AND (domain IS NULL OR domain <> 'gpu') "
                 "ORDER BY start_ns", {"run": run, "rank": r}).fetchall()
             if not st_rows:
                 raise TraceqError(f"--steps: run {run!r} rank {r} has no ProfilerStep regions")

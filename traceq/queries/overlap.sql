@@ -1,0 +1,101 @@
+-- overlap: how much communication is hidden under computation, per rank or per step
+-- (DESIGN §4.5; HTA's get_comm_comp_overlap, REFERENCE.md A1.5).
+--
+-- Definition, for each group of ops of overlap_ops (summary_ops.sql decides the window and
+-- which ops are communication / compute; overlap_ops.sql the launching step): with $by = 'rank' a rank (all its ops), with
+-- $by = 'step' a (rank, step) pair (the ops launched during ProfilerStep#step):
+--   comm_ns          = |∪ communication ops|
+--   compute_ns       = |∪ compute ops|
+--   overlapped_ns    = |(∪ comm) ∩ (∪ compute)|   (comm time during which compute also runs)
+--   exposed_ns       = comm_ns − overlapped_ns     (comm time nothing hides)
+--   overlap_pct      = 100 · overlapped / comm     (NULL when there is no communication)
+--   step_ns          = CPU duration of the ProfilerStep (step row); on a rank row the summed
+--                      durations of the steps that launched its ops
+--   exposed_step_pct = 100 · exposed / step_ns     (exposed comm as a share of step time)
+-- Every stream of the rank is pooled, as in HTA. With --steps, a rank row holds the ops that
+-- start inside the selected steps (as in every analysis) and step rows are given for the
+-- selected steps only. A rank without ops has no row.
+--
+-- Parameters: $run (text), $by ('rank' | 'step').
+-- Requires: temp table overlap_ops (summary_ops.sql, then overlap_ops.sql); interval macros iv_union and
+-- iv_intersect (intervals.sql).
+--
+-- Output columns (one row per rank, or per (rank, step)):
+--   rank              rank
+--   step              ProfilerStep number; NULL on a rank row
+--   steps             steps that launched ops (rank row); 1 on a step row
+--   comm_ops          number of communication ops
+--   comm_ns           union of communication ops, ns
+--   compute_ns        union of compute ops, ns
+--   overlapped_ns     communication time with compute running, ns
+--   exposed_ns        communication time without compute, ns
+--   overlap_pct       100 · overlapped / comm, %
+--   step_ns           step time (see above), ns
+--   exposed_step_pct  100 · exposed / step_ns, %
+
+CREATE OR REPLACE TEMP TABLE overlap_steps AS   -- ProfilerSteps of the scope (CPU spans)
+    SELECT r.rank, r.step, r.end_ns - r.start_ns AS step_ns
+    FROM regions r JOIN scope_window w ON w.rank = r.rank
+    WHERE r.run = $run AND r.source = 'step' AND r.domain IS NULL AND r.step IS NOT NULL
+      AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))
+    QUALIFY row_number() OVER (PARTITION BY r.rank, r.step ORDER BY r.start_ns) = 1;
+
+-- Group key: rank · 2^32 + step + 1 for a step, rank · 2^32 for a whole rank.
+CREATE OR REPLACE TEMP TABLE overlap_keyed AS
+    SELECT rank::BIGINT * 4294967296 + CASE WHEN $by = 'step' THEN step + 1 ELSE 0 END AS key,
+           rank, step, cls, start_ns, end_ns
+    FROM overlap_ops o
+    WHERE $by <> 'step' OR EXISTS (SELECT 1 FROM overlap_steps s WHERE s.rank = o.rank AND s.step = o.step);
+
+CREATE OR REPLACE TEMP VIEW overlap_comm_iv AS
+    SELECT key, start_ns, end_ns FROM overlap_keyed WHERE cls = 'communication';
+
+CREATE OR REPLACE TEMP VIEW overlap_compute_iv AS
+    SELECT key, start_ns, end_ns FROM overlap_keyed WHERE cls = 'compute';
+
+CREATE OR REPLACE TEMP TABLE overlap_comm_union AS SELECT * FROM iv_union('overlap_comm_iv');
+
+CREATE OR REPLACE TEMP TABLE overlap_compute_union AS SELECT * FROM iv_union('overlap_compute_iv');
+
+WITH
+groups AS (
+    SELECT key, any_value(rank) AS rank, any_value(step) AS step,
+           count(*) FILTER (WHERE cls = 'communication') AS comm_ops
+    FROM overlap_keyed GROUP BY key
+),
+comm AS (SELECT key, sum(end_ns - start_ns) AS comm_ns FROM overlap_comm_union GROUP BY key),
+comp AS (SELECT key, sum(end_ns - start_ns) AS compute_ns FROM overlap_compute_union GROUP BY key),
+both_ AS (
+    SELECT key, sum(end_ns - start_ns) AS overlapped_ns
+    FROM iv_intersect('overlap_comm_union', 'overlap_compute_union') GROUP BY key
+),
+launched_steps AS (   -- per rank: the steps that launched ops, and their total duration
+    SELECT s.rank, count(*) AS steps, sum(s.step_ns)::BIGINT AS step_ns
+    FROM overlap_steps s
+    WHERE EXISTS (SELECT 1 FROM overlap_ops o WHERE o.rank = s.rank AND o.step = s.step)
+    GROUP BY s.rank
+),
+m AS (
+    SELECT g.rank, CASE WHEN $by = 'step' THEN g.step END AS step, g.comm_ops,
+           coalesce(c.comm_ns, 0)::BIGINT       AS comm_ns,
+           coalesce(p.compute_ns, 0)::BIGINT    AS compute_ns,
+           coalesce(b.overlapped_ns, 0)::BIGINT AS overlapped_ns
+    FROM groups g
+    LEFT JOIN comm c ON c.key = g.key
+    LEFT JOIN comp p ON p.key = g.key
+    LEFT JOIN both_ b ON b.key = g.key
+),
+r AS (
+    SELECT m.*, m.comm_ns - m.overlapped_ns AS exposed_ns,
+           CASE WHEN $by = 'step' THEN 1 ELSE coalesce(l.steps, 0) END AS steps,
+           CASE WHEN $by = 'step' THEN s.step_ns ELSE l.step_ns END AS step_ns
+    FROM m
+    LEFT JOIN launched_steps l ON l.rank = m.rank
+    LEFT JOIN overlap_steps s ON s.rank = m.rank AND s.step = m.step
+)
+SELECT rank::INTEGER AS rank, step, steps, comm_ops, comm_ns, compute_ns, overlapped_ns, exposed_ns,
+       100.0 * overlapped_ns / nullif(comm_ns, 0) AS overlap_pct,
+       step_ns,
+       100.0 * exposed_ns / nullif(step_ns, 0) AS exposed_step_pct
+FROM r
+ORDER BY rank, step
