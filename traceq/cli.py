@@ -76,6 +76,35 @@ def _labels(items: list[str] | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- ingest
+class _IngestProgress:
+    """Rich progress on stderr: one line per file (up to 12) and an overall bar."""
+
+    MAX_FILE_LINES = 12
+
+    def __init__(self, files) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                                 console=Console(stderr=True))
+        self.per_file = {}
+        if 1 < len(files) <= self.MAX_FILE_LINES:
+            for path, _ in files:
+                self.per_file[str(path)] = self.progress.add_task(f"  {path.name}", total=1)
+        self.overall = self.progress.add_task(f"ingesting {len(files)} file(s)", total=len(files))
+        self.progress.start()
+
+    def update(self, event: str, path) -> None:
+        task = self.per_file.get(str(path))
+        if task is not None:
+            self.progress.update(task, completed=1)
+        self.progress.advance(self.overall)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="Trace files, or directories (one directory = the ranks of one run).", show_default=False)],
@@ -100,25 +129,10 @@ def ingest(
 
     from .ingest import expand, ingest as do_ingest
 
-    progress = None
-    show_progress = not quiet and sys.stderr.isatty()
-    if show_progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        n_files = len(expand(paths))
-        progress = Progress(SpinnerColumn(), TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.description}"), TimeElapsedColumn(), transient=True,
-                            console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True))
-        task = progress.add_task("", total=n_files)
-        progress.start()
-
-    def on_progress(event: str, path) -> None:
-        if progress is not None:
-            progress.update(task, advance=1, description=str(path))
-
+    progress = _IngestProgress(expand(paths)) if not quiet and sys.stderr.isatty() else None
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
-                            jobs=jobs, on_progress=on_progress)
+                            jobs=jobs, on_progress=progress.update if progress else None)
     finally:
         if progress is not None:
             progress.stop()
@@ -129,7 +143,15 @@ def ingest(
         return
     from .render import emit
 
-    df = pl.DataFrame([{"file": r.path, "run": r.run, "rank": r.rank, "format": r.format, "status": r.status,
+    def shown(path: str) -> str:
+        if output != "table":
+            return path
+        try:
+            return os.path.relpath(path)
+        except ValueError:
+            return path
+
+    df = pl.DataFrame([{"file": shown(r.path), "run": r.run, "rank": r.rank, "format": r.format, "status": r.status,
                         "gpu_ops": r.counts.get("gpu_ops"), "host_ops": r.counts.get("host_ops"),
                         "regions": r.counts.get("regions"), "timer_stats": r.counts.get("timer_stats")}
                        for r in results],
@@ -137,6 +159,8 @@ def ingest(
                               "gpu_ops": pl.Int64, "host_ops": pl.Int64, "regions": pl.Int64, "timer_stats": pl.Int64})
     from .store import Store
 
+    if output == "table" and not df["timer_stats"].fill_null(0).sum():
+        df = df.drop("timer_stats")
     added = sum(r.status != "unchanged" for r in results)
     emit(df, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
          + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))

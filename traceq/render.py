@@ -96,19 +96,23 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     if headline:
         con.print(headline, markup=False)
     table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", title_justify="left")
-    fmts = []
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
     ns_unit = _duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
+    headers, cells = [], []
     for name in df.columns:
-        s = df[name]
-        header, f = _header_and_formatter(name, s, ns_unit)
-        numeric = s.dtype.is_numeric()
-        table.add_column(header, justify="right" if numeric else "left", no_wrap=True,
-                         overflow="ellipsis")
-        fmts.append(f)
+        header, f = _header_and_formatter(name, df[name], ns_unit)
+        headers.append(header)
+        cells.append([f(v) for v in df[name].to_list()])
+    for name, header, col in zip(df.columns, headers, cells):
+        if df[name].dtype.is_numeric():
+            # numbers are never cut: only text columns shrink on a narrow terminal
+            width = max([len(header)] + [len(c) for c in col])
+            table.add_column(header, justify="right", no_wrap=True, min_width=width)
+        else:
+            table.add_column(header, justify="left", no_wrap=True, overflow="ellipsis")
     marked = set(highlight)
-    for i, row in enumerate(df.iter_rows()):
-        table.add_row(*(f(v) for f, v in zip(fmts, row)), style="yellow" if i in marked else None)
+    for i, row in enumerate(zip(*cells)) if cells else []:
+        table.add_row(*row, style="yellow" if i in marked else None)
     if df.height == 0:
         con.print("(no rows)")
     else:
