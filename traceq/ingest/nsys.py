@@ -10,16 +10,21 @@ Owns the translation of one `nsys export --type sqlite` file of schema 2.x (`EXP
   environment), hostname, GPUs, UTC anchor. The environment block itself is never kept.
 
 nsys creates tables lazily and renames columns between versions, so every table and column
-is probed; a missing table means no rows, a missing column means nulls. Integer columns are
-fetched in bulk straight into numpy (`fetchall`-free, streamed) and everything after the
-fetch is vectorised: StringIds are joined per id in polars, `globalTid`/`globalPid` are
-decoded in SQL (PID = bits 24..47, TID = bits 0..23), NVTX depth is a numpy sweep.
+is probed; a missing table means no rows, a missing column means nulls. The activity tables
+are read as integers only, by the ADBC SQLite driver straight into Arrow (Python's sqlite3
+builds a tuple per row and was the bottleneck). Everything after the fetch is vectorised: StringIds are joined per distinct
+id, `globalTid`/`globalPid` are decoded in SQL (PID = bits 24..47, TID = bits 0..23), NVTX
+nesting depth is a numpy sweep.
+
+Names: kernels by `demangledName` (nsys `cuda_gpu_kern_sum`), copies `[CUDA memcpy <label>]`
+and `[CUDA memset]` (nsys `cuda_gpu_mem_time_sum`), sync records after the waiting API in
+Kineto's words (`Context Sync`, `Stream Sync`, `Event Sync`, `Stream Wait Event`).
 """
 from __future__ import annotations
 
-import itertools
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -63,16 +68,48 @@ NVTX_RANGES = (59, 60, 70, 71)   # NvtxPushPopRange, NvtxStartEndRange, NVTXT pu
 NVTX_DOMAIN_CREATE = 75
 RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK")   # in this order of trust
 NO_KERNELS = "no CUDA kernel activity in this export"
-_NULL = -(2**63)    # stands for SQL NULL in integer fetches; no nsys column holds this value
-_PID = "(({} >> 24) & 16777215)"
-_TID = "({} & 16777215)"
+NO_STREAM = 0xFFFFFFFF   # streamId of sync records that wait on no particular stream
+_KEYWORDS = {"IN", "AND", "OR", "NOT", "IS", "NULL"}
+
+
+def _pid(col: str) -> str:
+    return f"(({col} >> 24) & 16777215)"
+
+
+def _tid(col: str) -> str:
+    return f"({col} & 16777215)"
+
+
+# The integer columns read from each activity table: key -> (table, alias -> SQL, WHERE). A tuple
+# lists alternatives: the first whose columns all exist is used (else NULL; for WHERE: no rows).
+_GPU = {"start_ns": "start", "end_ns": "end", "device": "deviceId", "stream": "streamId",
+        "correlation": "correlationId", "pid": _pid("globalPid")}
+ACTIVITY = {
+    "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", {
+        "start_ns": "start", "end_ns": "end", "event_class": ("eventClass", "0"), "pid": _pid("globalTid"),
+        "tid": _tid("globalTid"), "correlation": "correlationId", "name_id": "nameId",
+    }, ("eventClass IN (0, 1)", "1")),
+    "kernel": ("CUPTI_ACTIVITY_KIND_KERNEL", {
+        **_GPU, "name_id": ("demangledName", "shortName"), "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
+        "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ", "registers": "registersPerThread",
+    }, "1"),
+    "memcpy": ("CUPTI_ACTIVITY_KIND_MEMCPY", {
+        **_GPU, "bytes": "bytes", "copy": "copyKind", "src": "srcKind", "dst": "dstKind"}, "1"),
+    "memset": ("CUPTI_ACTIVITY_KIND_MEMSET", {**_GPU, "bytes": "bytes"}, "1"),
+    "sync": ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {**_GPU, "sync": "syncType"}, "1"),
+}
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    return con
 
 
 def read(path: Path) -> Parsed:
     path = Path(path)
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        con = _connect(path)
         try:
             return _Export(con, path).parse()
         finally:
@@ -82,6 +119,8 @@ def read(path: Path) -> Parsed:
 
 
 class _Export:
+    """One open export: probes its tables and columns, reads them into canonical frames."""
+
     def __init__(self, con: sqlite3.Connection, path: Path):
         self.con, self.path = con, path
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -99,26 +138,36 @@ class _Export:
         return "StringIds" in self.tables or any(
             t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) or t == "NVTX_EVENTS" for t in self.tables)
 
-    def query(self, table: str, select: dict[str, str], where: str = "", text: tuple[str, ...] = ()) -> pl.DataFrame:
-        """SELECT `select` (alias -> SQL expression over columns) FROM `table` [`where`].
-
-        Columns are Int64 except the aliases in `text`. An expression using a column that
-        `table` lacks yields nulls; a missing table (or `where` column) yields no rows.
-        """
-        dtypes = {a: pl.String if a in text else pl.Int64 for a in select}
+    def usable(self, table: str, expr: str | tuple[str, ...]) -> str | None:
+        """The first alternative of `expr` whose columns all exist in `table`."""
         cols = self.columns(table)
-        if not cols or not set(re.findall(r"[A-Za-z_]\w*", where)) - {"WHERE", "IN", "AND"} <= cols:
-            return pl.DataFrame(schema=dtypes)
-        exprs = {a: e if set(re.findall(r"[A-Za-z_]\w*", e)) <= cols else "NULL" for a, e in select.items()}
-        if text:
-            sql = f'SELECT {", ".join(exprs.values())} FROM "{table}" {where}'
-            return pl.DataFrame(self.con.execute(sql).fetchall(), schema=dtypes, orient="row")
-        # Integers only: stream the rows into one numpy buffer (no list of tuples), NULL -> _NULL.
-        sql = f'SELECT {", ".join(f"ifnull({e}, {_NULL + 1} - 1)" for e in exprs.values())} FROM "{table}" {where}'
-        flat = np.fromiter(itertools.chain.from_iterable(self.con.execute(sql)), dtype=np.int64)
-        values = flat.reshape(-1, len(select))
-        return pl.DataFrame({a: values[:, i] for i, a in enumerate(select)}).with_columns(
-            pl.when(pl.col(a) != _NULL).then(pl.col(a)).alias(a) for a in select)
+        for e in (expr,) if isinstance(expr, str) else expr:
+            if set(re.findall(r"[A-Za-z_]\w*", e)) - _KEYWORDS <= cols:
+                return e
+        return None
+
+    def fetch_ints(self, specs: dict[str, tuple]) -> dict[str, pl.DataFrame]:
+        """Run integer-only queries (key -> (table, select, where), as in ACTIVITY); a frame per key.
+
+        The activity tables are read by the ADBC SQLite driver straight into Arrow (C, no
+        Python object per value); text tables stay on sqlite3, which decodes bad UTF-8.
+        """
+        out, queries = {}, {}
+        for key, (table, select, where) in specs.items():
+            cond = self.usable(table, where)
+            if table not in self.tables or not cond:
+                out[key] = pl.DataFrame(schema=dict.fromkeys(select, pl.Int64))
+                continue
+            exprs = ", ".join(f"{self.usable(table, e) or 'NULL'} AS {alias}" for alias, e in select.items())
+            queries[key] = f'SELECT {exprs} FROM "{table}" WHERE {cond}'
+        # ADBC fetches run in C without the GIL: read the tables side by side
+        with ThreadPoolExecutor(max_workers=min(4, max(1, len(queries)))) as pool:
+            frames = dict(zip(queries, pool.map(lambda sql: _arrow_query(self.path, sql), queries.values())))
+        for key, frame in frames.items():
+            if frame is None:   # ADBC could not read it (mixed types in a column): sqlite3 can
+                frame = _sqlite_query(self.con, queries[key])
+            out[key] = frame.select(pl.col(a).cast(pl.Int64) for a in specs[key][1])
+        return out
 
     def strings(self) -> pl.DataFrame:
         if self._strings is None:
@@ -138,31 +187,22 @@ class _Export:
         return fallback
 
     # ------------------------------------------------------------------ tables
-    def host_ops(self) -> pl.DataFrame:
-        has_class = "eventClass" in self.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
-        api = self.query("CUPTI_ACTIVITY_KIND_RUNTIME", {
-            "start_ns": "start", "end_ns": "end", "event_class": "eventClass" if has_class else "0",
-            "pid": _PID.format("globalTid"), "tid": _TID.format("globalTid"),
-            "correlation": "correlationId", "name_id": "nameId",
-        }, where="WHERE eventClass IN (0, 1)" if has_class else "")
+    def host_ops(self, api: pl.DataFrame) -> pl.DataFrame:
+        """Runtime/driver calls; `sync_record` (dropped by the schema) names the sync record a call causes."""
         names = self.strings().filter(pl.col("id").is_in(api["name_id"].unique().implode())).select(
             name_id="id", name=strip_api_suffix_expr(pl.col("value")))
-        api = api.join(names, on="name_id", how="left", maintain_order="left").drop("name_id")
-        is_sync = _api_base(pl.col("name")).is_in(BLOCKING_SYNC_APIS)
+        base = _api_base(pl.col("name"))
+        names = names.with_columns(is_sync=base.is_in(BLOCKING_SYNC_APIS),
+                                   sync_record=base.replace_strict(SYNC_APIS, default=None))
+        api = api.join(names, on="name_id", how="left", maintain_order="left")
         return api.with_columns(
-            kind=pl.when(is_sync).then(pl.lit("sync_api"))
+            kind=pl.when("is_sync").then(pl.lit("sync_api"))
             .when(pl.col("event_class") == 1).then(pl.lit("driver")).otherwise(pl.lit("runtime")),
             unfinished=pl.lit(False),
-        ).drop("event_class")
+        ).drop("name_id", "event_class", "is_sync")
 
-    def gpu_ops(self, host: pl.DataFrame) -> pl.DataFrame:
-        common = {"start_ns": "start", "end_ns": "end", "device": "deviceId", "stream": "streamId",
-                  "correlation": "correlationId", "pid": _PID.format("globalPid")}
-        kernel_cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL")
-        kernels = self.query("CUPTI_ACTIVITY_KIND_KERNEL", {
-            **common, "name_id": "demangledName" if "demangledName" in kernel_cols else "shortName",
-            "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
-            "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ", "registers": "registersPerThread"})
+    def gpu_ops(self, raw: dict[str, pl.DataFrame], host: pl.DataFrame) -> pl.DataFrame:
+        kernels = raw["kernel"]
         # Kernel names are categorised once per distinct StringIds id, then joined on the id.
         names = self.strings().filter(pl.col("id").is_in(kernels["name_id"].unique().implode()))
         names = names.select(name_id="id", name="value", category=categorize(names["value"], pl.repeat(
@@ -172,9 +212,7 @@ class _Export:
 
         copy_labels = self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_LABELS)
         mem_kinds = self.enum("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
-        memcpy = self.query("CUPTI_ACTIVITY_KIND_MEMCPY", {
-            **common, "bytes": "bytes", "copy": "copyKind", "src": "srcKind", "dst": "dstKind"})
-        memcpy = memcpy.with_columns(
+        memcpy = raw["memcpy"].with_columns(
             kind=pl.lit("memcpy"),
             name=pl.format("[CUDA memcpy {}]", _label("copy", copy_labels)),
             copy_kind=_label("copy", COPY_KINDS),
@@ -182,16 +220,19 @@ class _Export:
             dst_kind=_label("dst", mem_kinds),
         ).drop("copy", "src", "dst")
 
-        memset = self.query("CUPTI_ACTIVITY_KIND_MEMSET", {**common, "bytes": "bytes"}).with_columns(
+        memset = raw["memset"].with_columns(
             kind=pl.lit("memset"), name=pl.lit("[CUDA memset]"))
 
-        sync = self.query("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {**common, "sync": "syncType"})
-        sync_api = host.filter(pl.col("kind") == "sync_api").select(
-            "pid", "correlation", api=_api_base(pl.col("name")).replace_strict(SYNC_APIS, default=None))
-        sync_api = sync_api.unique(["pid", "correlation"], keep="first", maintain_order=True)
+        # A sync record is named after the API that waited (see SYNC_APIS), else after its syncType.
+        sync_api = (host.filter(pl.col("sync_record").is_not_null())
+                    .select("pid", "correlation", api="sync_record")
+                    .unique(["pid", "correlation"], keep="first", maintain_order=True))
+        sync = raw["sync"]
         sync = sync.join(sync_api, on=["pid", "correlation"], how="left", maintain_order="left").with_columns(
             kind=pl.lit("sync"),
             name=pl.coalesce("api", _label("sync", self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_LABELS))),
+            # Context-wide and event syncs carry CUPTI's "no stream" (uint32 -1): -1 as in Kineto.
+            stream=pl.when(pl.col("stream") == NO_STREAM).then(-1).otherwise("stream"),
         ).drop("sync", "api")
 
         other = pl.concat([memcpy, memset, sync], how="diagonal_relaxed")
@@ -204,12 +245,16 @@ class _Export:
         A range still open at the end of the capture ends at the capture's last timestamp
         (`last_activity` of the other tables, or a later NVTX timestamp) and is `unfinished`.
         """
-        types = ", ".join(map(str, NVTX_RANGES + (NVTX_DOMAIN_CREATE,)))
-        ev = self.query("NVTX_EVENTS", {
-            "event_type": "eventType", "start_ns": "start", "end_ns": "end", "text": "text", "text_id": "textId",
-            "domain_id": "domainId", "pid": _PID.format("globalTid"), "tid": _TID.format("globalTid"),
-            "thread": "globalTid", "end_thread": "endGlobalTid",
-        }, where=f"WHERE eventType IN ({types})", text=("text",))
+        cols = {"event_type": "eventType", "start_ns": "start", "end_ns": "end", "text": "text",
+                "text_id": "textId", "domain_id": "domainId", "pid": _pid("globalTid"), "tid": _tid("globalTid"),
+                "thread": "globalTid", "end_thread": "endGlobalTid"}
+        dtypes = {a: pl.String if a == "text" else pl.Int64 for a in cols}
+        rows = []
+        if self.usable("NVTX_EVENTS", "eventType"):
+            exprs = ", ".join(self.usable("NVTX_EVENTS", e) or "NULL" for e in cols.values())
+            types = ", ".join(map(str, NVTX_RANGES + (NVTX_DOMAIN_CREATE,)))
+            rows = self.con.execute(f"SELECT {exprs} FROM NVTX_EVENTS WHERE eventType IN ({types})").fetchall()
+        ev = pl.DataFrame(rows, schema=dtypes, orient="row")
         ev = self.with_string(ev, "text_id", "registered").with_columns(
             name=pl.coalesce("registered", "text")).drop("registered", "text")
         domains = (ev.filter(pl.col("event_type") == NVTX_DOMAIN_CREATE)
@@ -248,18 +293,19 @@ class _Export:
             if ranks:
                 return None, [f"export holds MPI ranks {ranks}; the rank comes from --rank or the file name"]
         if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
-            # The block is `NAME=value;NAME=value...` in one row named DeviceEnvironment; only the
-            # rank variables are extracted and the rest is dropped right here.
+            # The environment is one `NAME=value;NAME=value...` row named DeviceEnvironment; only
+            # the rank variables are taken from it, the rest is dropped right here.
             found: dict[str, int] = {}
             wanted = ("DeviceEnvironment",) + RANK_VARS
-            for name, value in self.con.execute(
-                    f"SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN ({', '.join('?' * len(wanted))})",
-                    wanted):
-                for var in RANK_VARS if name == "DeviceEnvironment" else (name,):
-                    pattern = rf"(?:^|;){var}=(\d+)(?:;|$)" if name == "DeviceEnvironment" else r"\s*(\d+)\s*$"
-                    m = re.search(pattern, value or "")
-                    if m:
-                        found.setdefault(var, int(m.group(1)))
+            rows = self.con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN "
+                                    f"({', '.join('?' * len(wanted))})", wanted).fetchall()
+            for name, value in rows:
+                if name == "DeviceEnvironment":
+                    pairs = re.findall(rf"(?:^|;)({'|'.join(RANK_VARS)})=(\d+)(?=;|$)", value or "")
+                else:
+                    pairs = [(name, value.strip())] if (value or "").strip().isdigit() else []
+                for var, number in pairs:
+                    found.setdefault(var, int(number))
             for var in RANK_VARS:
                 if var in found:
                     return found[var], []
@@ -290,8 +336,9 @@ class _Export:
     def parse(self) -> Parsed:
         if not self.is_nsys():
             raise BadInput("SQLite file is not an Nsight Systems export (no nsys tables)", self.path)
-        host = self.host_ops()
-        gpu = self.gpu_ops(host)
+        raw = self.fetch_ints(ACTIVITY)
+        host = self.host_ops(raw["runtime"])
+        gpu = self.gpu_ops(raw, host)
         regions, cross_thread = self.regions(max(gpu["end_ns"].max() or 0, host["end_ns"].max() or 0))
         warnings = [] if (gpu["kind"] == "kernel").any() else [NO_KERNELS]
         if cross_thread:
@@ -310,6 +357,25 @@ class _Export:
             clock_offset_ns=self.clock_offset_ns(),
             warnings=warnings + rank_warnings,
         )
+
+
+def _arrow_query(path: Path, sql: str) -> pl.DataFrame | None:
+    """An integer-only query as a polars frame via ADBC, on a connection of its own (thread-safe);
+    None when ADBC is missing or rejects the values."""
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+
+        with adbc.connect(f"{path.resolve().as_uri()}?mode=ro") as acon, acon.cursor() as cur:
+            cur.execute(sql)
+            return pl.from_arrow(cur.fetch_arrow_table())
+    except Exception:  # noqa: BLE001 - ImportError, or values ADBC cannot type: the caller falls back
+        return None
+
+
+def _sqlite_query(con: sqlite3.Connection, sql: str) -> pl.DataFrame:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return pl.DataFrame(cur.fetchall(), schema=dict.fromkeys(names, pl.Int64), orient="row")
 
 
 def _api_base(name: pl.Expr) -> pl.Expr:
