@@ -1,0 +1,161 @@
+"""Data-loading stalls and other GPU starvation (DESIGN §4.4; SQL in queries/stalls*.sql).
+
+`stalls(store, ...)` returns a `Stalls` result with three tables:
+  causes  GPU idle time in gaps >= min gap, by what the host was doing (queries/stalls.sql)
+  steps   per step: data wait, GPU idle while waiting, shares of step time (stalls_steps.sql)
+  gaps    every gap with its time split by cause (stalls_gaps.sql)
+plus `headline()` and `advice()` (the TensorBoard profiler's 5 % DataLoader rule, A3.4).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from .. import queries
+from .scope import Scope, open_scope
+
+DEFAULT_MIN_GAP_US = 50.0
+# Advice when the host waits for data for more than this share of step time (TB plugin: 5 %).
+DATA_WAIT_ADVICE_PCT = 5.0
+
+
+@dataclass
+class Stalls:
+    causes: pl.DataFrame
+    steps: pl.DataFrame
+    gaps: pl.DataFrame
+    min_gap_us: float
+    data_pattern: str | None = None
+    single_process_loader: bool = False   # a DataLoader with num_workers=0 was seen
+
+    # ------------------------------------------------------------------ derived numbers
+    def data_wait_pct(self) -> float | None:
+        """Host data wait as a share of all step time, % (None without steps)."""
+        total = self.steps["step_ns"].sum() if self.steps.height else 0
+        if not total:
+            return None
+        return 100.0 * self.steps["data_wait_ns"].sum() / total
+
+    def data_bound(self) -> bool:
+        pct = self.data_wait_pct()
+        return pct is not None and pct > DATA_WAIT_ADVICE_PCT
+
+
+def _check_pattern(con, pattern: str | None) -> None:
+    if pattern is None:
+        return
+    from ..errors import TraceqError
+
+    try:
+        con.execute("SELECT regexp_matches('', $p)", {"p": pattern}).fetchall()
+    except Exception as exc:  # noqa: BLE001 - DuckDB reports a bad RE2 pattern as a generic error
+        raise TraceqError(f"--data-pattern {pattern!r}: not a valid regular expression ({str(exc).splitlines()[0]})") from None
+
+
+def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+    from ..errors import TraceqError
+
+    if min_gap_us < 0:
+        raise TraceqError(f"--min-gap-us {min_gap_us}: must be >= 0")
+    data_pattern = data_pattern or None
+    _check_pattern(scope.con, data_pattern)
+    queries.install_macros(scope.con)
+    params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}
+    for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data"), ("st_gaps", "stalls_gaps")):
+        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + queries.load(sql), params)
+    causes = scope.df(queries.load("stalls"))
+    steps = scope.df(queries.load("stalls_steps"))
+    gaps = scope.df("SELECT * FROM st_gaps ORDER BY rank, device, start_ns")
+    single = bool(scope.df(
+        "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
+        "WHERE r.run = $run AND r.source = 'dataloader' AND r.name LIKE '%SingleProcessDataLoaderIter%'")["n"][0])
+    return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single)
+
+
+def stalls(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
+           min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+    """GPU idle gaps >= `min_gap_us` attributed to data loading / synchronisation /
+    launch-bound / other host activity (`.causes`), per-step data wait and GPU idle while
+    waiting (`.steps`), and every gap (`.gaps`). `data_pattern`: regex of region names that
+    also count as data loading."""
+    return stalls_scoped(open_scope(store, run, rank, steps), min_gap_us, data_pattern)
+
+
+# ---------------------------------------------------------------------- text
+def _ms(ns) -> str:
+    return f"{ns / 1e6:,.1f} ms"
+
+
+def _step_words(st: pl.DataFrame) -> str:
+    sources = sorted(set(st["step_source"]))
+    kind = {"ProfilerStep": "steps", "BATCH": "BATCH regions", "DataLoader": "iterations between DataLoader calls",
+            "trace": "whole trace as one step"}
+    return " + ".join(kind.get(s, s) for s in sources)
+
+
+def headline(res: Stalls, scope: Scope) -> str:
+    """One line on data loading: the host's data-wait share of step time and the verdict,
+    e.g. "DataLoader wait 41.3 % of step time (7 steps, mean step 52.1 ms) — data-bound"."""
+    where = f"run {scope.run}{'' if scope.rank is None else f' rank {scope.rank}'}"
+    st = res.steps
+    pct = res.data_wait_pct()
+    if pct is None:
+        return f"{where}: no steps with a duration in scope"
+    if set(st["step_source"]) == {"trace"} and not st["data_wait_ns"].sum():
+        return (f"{where}: no ProfilerStep, timer BATCH or DataLoader regions, and no data loading seen "
+                "(--data-pattern marks your own regions as data loading)")
+    timer_only = set(st["step_source"]) == {"BATCH"}
+    what, of, unit = ("IO", "BATCH time", "batch") if timer_only else ("DataLoader wait", "step time", "step")
+    verdict = "data-bound" if pct > DATA_WAIT_ADVICE_PCT else "not data-bound"
+    line = (f"{where}: {what} {pct:.1f} % of {of} ({st.height} {unit}{'es' if timer_only else 's'}, "
+            f"mean {unit} {_ms(st['step_ns'].mean())}) — {verdict}")
+    idle_wait = st["gpu_idle_waiting_ns"].drop_nulls()
+    if len(idle_wait):
+        line += f"; GPU idle while loading data {100 * idle_wait.sum() / st['step_ns'].sum():.1f} % of {of}"
+    elif st.height:
+        line += " (CPU-only: no GPU ops)"
+    return line
+
+
+def causes_headline(res: Stalls) -> str:
+    """One line on GPU idle time: share of the GPU span in gaps >= min gap, and the main cause."""
+    c = res.causes
+    if c.height == 0:
+        return "no GPU ops in scope (CPU-only trace): GPU idle gaps not analysed"
+    if res.gaps.height == 0:
+        return f"no GPU idle gaps >= {res.min_gap_us:g} µs"
+    top = c.sort("idle_ns", descending=True).row(0, named=True)
+    return (f"GPU idle {c['idle_pct'].sum():.1f} % of the GPU span in {res.gaps.height:,} gaps >= "
+            f"{res.min_gap_us:g} µs ({_ms(c['idle_ns'].sum())}); largest cause: "
+            f"{top['cause'].replace('_', ' ')} ({top['share_pct']:.0f} % of that idle time)")
+
+
+def advice(res: Stalls) -> list[str]:
+    """Advice lines when data wait exceeds 5 % of step time (TB profiler rule), and for
+    the other causes when they dominate GPU idle time."""
+    out = []
+    pct = res.data_wait_pct()
+    if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+        head = f"advice [data loading, {pct:.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
+        if res.single_process_loader:
+            out.append(f"{head} the DataLoader runs in the training process (num_workers=0): set num_workers "
+                       "(e.g. 4-8 per GPU) so batches are prepared in parallel worker processes")
+        else:
+            out.append(f"{head} raise DataLoader num_workers so batches are prepared in parallel worker processes")
+        out.append("advice [data loading]: pin_memory=True (page-locked batches copy to the GPU asynchronously), "
+                   "and tensor.to(device, non_blocking=True)")
+        out.append("advice [data loading]: prefetch_factor (batches each worker prepares ahead) and "
+                   "persistent_workers=True (no worker restart every epoch)")
+        out.append("advice [data loading]: cache decoded/pre-processed samples (or decode/augment on the GPU, "
+                   "e.g. DALI) when per-sample loading or decoding is the slow part")
+    c = res.causes
+    if c.height and c["idle_pct"].sum() > 10:
+        top = c.sort("idle_ns", descending=True).row(0, named=True)
+        if top["cause"] == "synchronization":
+            out.append("advice [synchronization]: GPU idle is mostly behind blocking syncs or blocking copies "
+                       "(cudaStreamSynchronize, .item(), .cpu(), cudaMemcpy): remove per-step syncs, use async copies")
+        elif top["cause"] == "launch_bound":
+            out.append("advice [launch-bound]: the host spends the gaps issuing API calls: fewer, larger kernels "
+                       "(torch.compile, fused/foreach optimizers), CUDA graphs, or a larger batch")
+    return out

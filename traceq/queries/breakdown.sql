@@ -1,0 +1,57 @@
+-- breakdown: per-region CPU time versus the GPU work launched inside it (DESIGN §4.3;
+-- nsys `nvtx_gpu_proj_sum` semantics).
+--
+-- Input: the temp table bd_instances, one row per region instance, built by
+-- breakdown_instances.sql (read its header for the projection rule: a GPU op belongs to
+-- every range on the launching thread that fully contains its launch API call).
+--
+-- Definition, per region (source, domain, name), summed over instances and ranks:
+--   CPU time        = Σ (end − start) of the instances (children are not subtracted, so
+--                     nested names can add up to more than the capture, as in nsys);
+--   GPU projected   = Σ per instance (last op end − first op start) over the ops it launched
+--                     (nsys "Total Proj Time"; can exceed the CPU range: the GPU runs late);
+--   GPU busy        = Σ per instance |∪ op intervals| (projected time minus GPU idle inside);
+--   busy / CPU      = GPU busy / CPU time: < 1 means the GPU works less than the host spends
+--                     in the range (host-bound or waiting), > 1 means the range only enqueues.
+-- Timer keys (source timer) use the measured GPU duration of each instance as projected and
+-- busy time. Kineto GPU-side annotation spans are source gpu_annotation (no CPU time).
+--
+-- Parameters: none besides bd_instances.
+--
+-- Output columns:
+--   source            nvtx | annotation | gpu_annotation | step | dataloader | timer
+--   domain            NVTX domain (null for the default domain and non-NVTX sources)
+--   name              region name (NVTX text without the domain, annotation name, timer key;
+--                     all ProfilerStep#N are one row named "ProfilerStep")
+--   ranks             number of ranks where the region occurs
+--   instances         number of region instances
+--   unfinished        instances still open at capture end (they end at capture end)
+--   cpu_total_ns      Σ instance durations (CPU), ns
+--   cpu_mean_ns       mean instance duration (CPU), ns
+--   gpu_instances     instances with GPU work (nsys "Range Instances" of nvtx_gpu_proj_sum)
+--   gpu_ops           GPU ops launched inside, Σ over instances (nsys "Total GPU Ops")
+--   gpu_proj_ns       Σ projected GPU duration, ns (nsys "Total Proj Time"); 0 when no GPU
+--                     work was launched inside, null for a timer key never timed on the GPU
+--   gpu_busy_ns       Σ GPU busy time (union of the instance's ops), ns (same 0/null rule)
+--   gpu_busy_per_cpu  gpu_busy_ns / cpu_total_ns (ratio; null without CPU or GPU time)
+SELECT
+    source,
+    domain,
+    CASE WHEN source = 'step' THEN 'ProfilerStep' ELSE name END AS name,
+    count(DISTINCT rank)                                         AS ranks,
+    count(*)                                                     AS instances,
+    count(*) FILTER (WHERE unfinished)                           AS unfinished,
+    sum(cpu_ns)::BIGINT                                          AS cpu_total_ns,
+    avg(cpu_ns)                                                  AS cpu_mean_ns,
+    count(*) FILTER (WHERE gpu_proj_ns IS NOT NULL)              AS gpu_instances,
+    sum(gpu_ops)::BIGINT                                         AS gpu_ops,
+    -- 0 = no GPU work launched inside; null = a timer key that was never timed on the GPU
+    CASE WHEN source = 'timer' AND count(gpu_proj_ns) = 0 THEN NULL
+         ELSE coalesce(sum(gpu_proj_ns), 0) END::BIGINT          AS gpu_proj_ns,
+    CASE WHEN source = 'timer' AND count(gpu_busy_ns) = 0 THEN NULL
+         ELSE coalesce(sum(gpu_busy_ns), 0) END::BIGINT          AS gpu_busy_ns,
+    CASE WHEN source = 'timer' AND count(gpu_busy_ns) = 0 THEN NULL
+         ELSE coalesce(sum(gpu_busy_ns), 0) / nullif(sum(cpu_ns), 0) END AS gpu_busy_per_cpu
+FROM bd_instances
+GROUP BY 1, 2, 3
+ORDER BY cpu_total_ns DESC NULLS LAST, gpu_proj_ns DESC, source, name, domain
