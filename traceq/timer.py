@@ -40,8 +40,11 @@ Differences (all deliberate, none changes working Deep500 code)
   empty. torch is imported only when `gpu=True`, `nvtx=True` or `record_function=True` is used.
 - Deep500 caps live CUDA events at 200 and raises when they run out; here the event pool grows
   (calling `complete_all()` regularly still bounds it). `get_time` returns a copy of the list.
-  `print_all_time_stats` checks every key before printing anything, and `save_all_time_stats`
-  leaves no partial file when that check fails. `log_wb_all` does not echo the means to stdout.
+  `print_all_time_stats` checks every key before printing anything, skips keys without times
+  (Deep500 raises ValueError on a key only ever read by `get_time`), and `save_all_time_stats`
+  leaves no partial file when the check fails. `log_wb_all` does not echo the means to stdout.
+  Otherwise errors, completion and print order match Deep500's `Timer` operation for operation
+  (checked against its code on random start/end/get_time/complete_all/print sequences).
 
 The JSONL log (format version 1; read by `traceq.ingest.timers.read_log`)
 - Line 1, the header: `{"traceq_timer": 1, "epoch_ns", "perf_ns", ...}` — `epoch_ns`
@@ -58,16 +61,22 @@ The JSONL log (format version 1; read by `traceq.ingest.timers.read_log`)
 - `{"gpu_timing": "cuda_events"|"unavailable", "pid", ...}` once, when GPU timing starts
   (device index/name/SM count/memory, or the reason it is unavailable).
 
-Flush policy: every completed region is written at `end` with a single unbuffered `os.write`
-to a file opened `O_APPEND`, so it is in the kernel's page cache before `end` returns — a
-process crash (exception, kill -9, OOM kill) loses nothing that completed; only regions still
-open are lost (their end is unknown anyway). This costs about a microsecond per region
-(`benchmarks/bench_timer.py`), well inside the 5 µs budget, and keeps lines whole when forked
-children or several timers share the file. GPU durations cannot be written at `end` without
-synchronising, so they follow as `gpu_dur_ns` records when resolved (at `complete_all()` or when
-times are read); a crash loses at most the GPU durations since the last `complete_all()`, the
-CPU records stay. No fsync: surviving a machine crash is not worth milliseconds per region.
-A write error (disk full) warns once and stops logging; it never stops training.
+Flush policy (`log_flush`): by default ("region") every completed region is written at `end`
+with one unbuffered `os.write` to a file opened `O_APPEND`, so it is in the kernel's page cache
+before `end` returns: a process crash (exception, kill -9, OOM kill) loses nothing that
+completed, only regions still open (whose end is unknown anyway). That is the point of a log
+next to Deep500's in-memory stats — the runs worth diagnosing are often the ones that die —
+and it costs one syscall, about 1-2 µs per region (`benchmarks/bench_timer.py`: ~2.5 µs per
+start/end pair in all), inside the 5 µs budget; whole-line writes also keep lines intact when
+forked children or several timers share the file. `log_flush="complete_all"` instead keeps
+lines in memory and writes them at `complete_all()`, when stats are read, at `close()` and at
+interpreter exit (and every 8192 lines): no syscall per region, for very fine-grained regions,
+at the price of losing the lines since the last `complete_all()` on a crash. GPU durations
+cannot be written at `end` without synchronising, so they follow as `gpu_dur_ns` records when
+resolved (`complete_all()`, or reading GPU times); a crash loses at most the GPU durations since
+the last `complete_all()` while their CPU records stay. No fsync: surviving a machine crash is
+not worth milliseconds per region. A write error (disk full) warns once and stops logging; it
+never stops training.
 
 The log path comes from `Timer(log=...)`, else the environment variable TRACEQ_TIMER_LOG
 (`{rank}` and `{pid}` in it are replaced, for one file per rank); `log=False` disables it. An
@@ -100,7 +109,15 @@ LOG_FORMAT_VERSION = 1
 LOG_ENV = "TRACEQ_TIMER_LOG"
 
 _perf_ns = time.perf_counter_ns
-_native_tid = threading.get_native_id
+_tls = threading.local()      # caches the OS thread id (a syscall) per thread
+
+
+def _native_tid() -> int:
+    try:
+        return _tls.tid
+    except AttributeError:
+        _tls.tid = threading.get_native_id()
+        return _tls.tid
 
 
 class TimeType(enum.Enum):
@@ -143,43 +160,40 @@ def _construct_stats(times: list[float], what: str) -> TimeStats:
 
 
 # ------------------------------------------------------------------------------- keys
-_TT_BY_NAME = dict(TimeType.__members__)
-_KEY_CACHE: dict[Any, Any] = {}
+# Internally a key is its name (a str): names identify keys in the stats text and the log,
+# and str hashes are cached (Enum.__hash__ is Python code, ~10 calls per start/end pair).
+_KEY_CACHE: dict[Any, str] = {}
 _KEY_CACHE_MAX = 100_000
+_ALL = "ALL"
 
 
-def _norm(key):
-    """The canonical key: a TimeType member, or a str for free-form names."""
+def _norm(key) -> str:
+    """The key's name: `TimeType.BATCH` -> "BATCH", "data/augment" -> itself (validated once)."""
     if key.__class__ is TimeType:
-        return key
+        return key._name_
     try:
         return _KEY_CACHE[key]
     except (KeyError, TypeError):
         return _norm_slow(key)
 
 
-def _norm_slow(key):
+def _norm_slow(key) -> str:
     if isinstance(key, enum.Enum):
         name = key.name
     elif isinstance(key, str):
         name = key
     else:
         raise TypeError(f"timer keys are TimeType members or strings, not {type(key).__name__}")
-    if not name.strip() or "\n" in name or "\r" in name:
+    if not isinstance(name, str) or not name.strip() or "\n" in name or "\r" in name:
         raise ValueError(f"timer key {name!r}: names must be non-blank and on one line")
-    canon = _TT_BY_NAME.get(name, name)
+    name = sys.intern(str(name))
     if len(_KEY_CACHE) < _KEY_CACHE_MAX:
-        _KEY_CACHE[key] = canon
-    return canon
+        _KEY_CACHE[key] = name
+    return name
 
 
-def _name(key) -> str:
-    return key.name if key.__class__ is TimeType else key
-
-
-def _check_not_all(key) -> None:
-    if key is TimeType.ALL:
-        raise ValueError("Cannot use TimeType.ALL here")
+def _not_all() -> ValueError:
+    return ValueError("Cannot use TimeType.ALL here")
 
 
 # ------------------------------------------------------------------------------ clocks
@@ -200,7 +214,7 @@ class _Clock:
     def check_balanced(self) -> None:
         for key in self.starts:
             if self.is_open(key):
-                raise RuntimeError(f"Unbalanced start/end for region type {_name(key)}")
+                raise RuntimeError(f"Unbalanced start/end for region type {key}")
 
     def complete(self, key, ignore_imbalanced: bool = False) -> None:
         starts = self.starts.get(key) or []
@@ -208,7 +222,7 @@ class _Clock:
         if not starts and not ends:
             return
         if not ignore_imbalanced and len(starts) != len(ends):
-            raise RuntimeError(f"Unbalanced start/end for region type {_name(key)}")
+            raise RuntimeError(f"Unbalanced start/end for region type {key}")
         n = len(ends)
         if not n:
             return
@@ -226,7 +240,7 @@ class _Clock:
 
     def get_time(self, key) -> list[float]:
         self.complete(key)
-        return list(self.times.get(key, ()))
+        return list(self.times.setdefault(key, []))   # Deep500 creates the entry here (print order)
 
 
 def _cpu_seconds(start_ns: int, end_ns: int) -> float:
@@ -295,9 +309,14 @@ class _GPUBackend:
 
 # --------------------------------------------------------------------------------- log
 class _LogWriter:
-    """One open JSONL log: the header at open, then whole lines via single os.write calls."""
+    """One open JSONL log: the header at open, then whole lines via single os.write calls.
 
-    def __init__(self, path: str, overwrite: bool, header: dict[str, Any]):
+    `buffered` (log_flush="complete_all") keeps completed lines in memory until `flush()`.
+    """
+
+    BUFFER_LINES = 8192   # buffered mode writes at least this often
+
+    def __init__(self, path: str, overwrite: bool, header: dict[str, Any], buffered: bool = False):
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
             self.fd = os.open(path, flags, 0o644)
@@ -310,15 +329,30 @@ class _LogWriter:
         self.broken = False
         self._key_json: dict[Any, str] = {}
         self.gpu_info_written = False
+        self.buffered = buffered
+        self.buf: list[str] = []
         self.write_bytes((json.dumps(header, separators=(",", ":")) + "\n").encode())
+
+    def lines(self, text: str) -> None:
+        """Write (or, buffered, queue) whole lines of text."""
+        if self.buffered:
+            self.buf.append(text)
+        else:
+            self.write_bytes(text.encode())
+
+    def flush(self) -> None:
+        if self.buf:
+            buf, self.buf = self.buf, []
+            self.write_bytes("".join(buf).encode())
 
     def key_json(self, key) -> str:
         kj = self._key_json.get(key)
         if kj is None:
-            kj = self._key_json[key] = json.dumps(_name(key), ensure_ascii=False)
+            kj = self._key_json[key] = json.dumps(key, ensure_ascii=False)
         return kj
 
     def write_bytes(self, data: bytes) -> None:
+        """Write whole lines (a partial write, e.g. disk full, is finished or logging stops)."""
         if self.broken:
             return
         try:
@@ -327,20 +361,39 @@ class _LogWriter:
                 data = data[n:]
                 n = os.write(self.fd, data)
         except OSError as exc:
-            self.broken = True
-            _warn_once(f"log-{self.path}", f"traceq.timer: writing {self.path} failed ({exc.strerror or exc});"
-                       " timer logging stopped, timing continues", stacklevel=5)
+            self._failed(exc)
 
-    def region(self, key, start_ns: int, end_ns: int, tid: int, gpu_id: int | None) -> None:
+    def _failed(self, exc: OSError) -> None:
+        self.broken = True
+        _warn_once(f"log-{self.path}", f"traceq.timer: writing {self.path} failed ({exc.strerror or exc});"
+                   " timer logging stopped, timing continues", stacklevel=6)
+
+    def region(self, key: str, start_ns: int, end_ns: int, tid: int, gpu_id: int | None) -> None:
+        """Write one completed region (hot path: one f-string, one os.write)."""
+        kj = self._key_json.get(key) or self.key_json(key)
         if gpu_id is None:
-            line = (f'{{"key":{self.key_json(key)},"start_ns":{start_ns},"end_ns":{end_ns},'
-                    f'"pid":{self.pid},"tid":{tid}}}\n')
+            line = f'{{"key":{kj},"start_ns":{start_ns},"end_ns":{end_ns},"pid":{self.pid},"tid":{tid}}}\n'
         else:
-            line = (f'{{"key":{self.key_json(key)},"start_ns":{start_ns},"end_ns":{end_ns},'
-                    f'"pid":{self.pid},"tid":{tid},"gpu":{gpu_id}}}\n')
-        self.write_bytes(line.encode())
+            line = (f'{{"key":{kj},"start_ns":{start_ns},"end_ns":{end_ns},"pid":{self.pid},"tid":{tid},'
+                    f'"gpu":{gpu_id}}}\n')
+        if self.buffered:
+            self.buf.append(line)
+            if len(self.buf) >= self.BUFFER_LINES:
+                self.flush()
+            return
+        if self.broken:
+            return
+        data = line.encode()
+        try:
+            n = os.write(self.fd, data)
+        except OSError as exc:
+            self._failed(exc)
+            return
+        if n != len(data):
+            self.write_bytes(data[n:])
 
     def close(self) -> None:
+        self.flush()
         if self.fd >= 0:
             try:
                 os.close(self.fd)
@@ -355,9 +408,12 @@ _WRITERS_LOCK = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
+    global _tls
+    _tls = threading.local()   # the child's thread has a new OS thread id
     pid = os.getpid()
     for w in list(_WRITERS.values()):
         w.pid = pid
+        w.buf = []             # the parent writes its own buffered lines
 
 
 if hasattr(os, "register_at_fork"):
@@ -456,12 +512,15 @@ def _resolve_log_path(log) -> str | None:
     return path.replace("{pid}", str(os.getpid()))
 
 
-def _open_writer(path: str, overwrite: bool, header: dict[str, Any]) -> _LogWriter:
+def _open_writer(path: str, overwrite: bool, header: dict[str, Any], buffered: bool) -> _LogWriter:
     key = os.path.realpath(path)
     with _WRITERS_LOCK:
         w = _WRITERS.get(key)
         if w is None or w.fd < 0:
-            w = _WRITERS[key] = _LogWriter(path, overwrite, header)
+            w = _WRITERS[key] = _LogWriter(path, overwrite, header, buffered)
+        elif not buffered and w.buffered:    # sharing timers: the safer policy wins
+            w.flush()
+            w.buffered = False
         w.users += 1
         return w
 
@@ -480,10 +539,10 @@ def _release_writer(w: _LogWriter) -> None:
 class _TimerBase:
     """Log file, NVTX/record_function markers and the Deep500 printing/logging helpers."""
 
-    _clock_names: tuple[str, ...] = ("cpu",)
-
-    def __init__(self, log=None, *, overwrite: bool = False, nvtx: bool = False,
+    def __init__(self, log=None, *, overwrite: bool = False, log_flush: str = "region", nvtx: bool = False,
                  record_function: bool = False) -> None:
+        if log_flush not in ("region", "complete_all"):
+            raise ValueError(f"log_flush must be 'region' or 'complete_all', not {log_flush!r}")
         self._cpu = _Clock(_cpu_seconds)
         self._log: _LogWriter | None = None
         self._start_tid: dict[Any, int] = {}
@@ -494,9 +553,9 @@ class _TimerBase:
         self._markers_on = self._nvtx is not None or self._rf is not None
         path = _resolve_log_path(log)
         if path is not None:
-            header = _header(type(self).__name__, {"nvtx": self._nvtx is not None,
+            header = _header(type(self).__name__, {"log_flush": log_flush, "nvtx": self._nvtx is not None,
                                                    "record_function": self._rf is not None})
-            self._log = _open_writer(path, overwrite, header)
+            self._log = _open_writer(path, overwrite, header, log_flush == "complete_all")
             self._release = weakref.finalize(self, _release_writer, self._log)
 
     # -------------------------------------------------------------- markers
@@ -512,8 +571,7 @@ class _TimerBase:
         if record_function:
             self._rf = torch.profiler.record_function
 
-    def _mark_start(self, key) -> None:
-        name = _name(key)
+    def _mark_start(self, name: str) -> None:
         nid = rf = None
         if self._nvtx is not None:
             try:
@@ -526,32 +584,14 @@ class _TimerBase:
         if self._rf is not None:
             rf = self._rf(name)
             rf.__enter__()
-        self._marks[key] = (nid, rf)
+        self._marks[name] = (nid, rf)
 
-    def _mark_end(self, key) -> None:
-        nid, rf = self._marks.pop(key, (None, None))
+    def _mark_end(self, name: str) -> None:
+        nid, rf = self._marks.pop(name, (None, None))
         if nid is not None and self._nvtx is not None:
             self._nvtx.range_end(nid)
         if rf is not None:
             rf.__exit__(None, None, None)
-
-    # -------------------------------------------------------------- shared tail of end()
-    def _close_cpu(self, key, gpu_id: int | None = None) -> None:
-        """Record the CPU end of `key` (already validated) and log the region."""
-        ends = self._cpu.ends[key]
-        t = _perf_ns()
-        ends.append(t)
-        if self._log is not None:
-            self._log.region(key, self._cpu.starts[key][-1], t, self._start_tid.pop(key, 0), gpu_id)
-        if self._markers_on:
-            self._mark_end(key)
-
-    def _open_cpu(self, key) -> None:
-        if self._markers_on:
-            self._mark_start(key)
-        if self._log is not None:
-            self._start_tid[key] = _native_tid()
-        self._cpu.starts[key].append(_perf_ns())
 
     # -------------------------------------------------------------- output
     def _sections(self) -> list[tuple[str | None, _Clock]]:
@@ -570,8 +610,8 @@ class _TimerBase:
                 lines.append(title)
             for key, times in clock.times.items():
                 if times:
-                    lines.append(_name(key))
-                    lines.append(str(_construct_stats(times, _name(key))))
+                    lines.append(key)
+                    lines.append(str(_construct_stats(times, key)))
             lines.append("---")
         return "\n".join(lines) + "\n"
 
@@ -601,7 +641,7 @@ class _TimerBase:
             sub = prefix + (f"{title}/" if title else "")
             for key, times in clock.times.items():
                 if times:
-                    means[sub + _name(key)] = statistics.mean(times)
+                    means[sub + key] = statistics.mean(times)
         return means
 
     def log_wb_all(self, prefix: str = "") -> None:
@@ -625,7 +665,8 @@ class _TimerBase:
             mlflow.log_metrics(means)
 
     def _after_complete(self) -> None:
-        pass
+        if self._log is not None:
+            self._log.flush()
 
     @property
     def log_path(self) -> str | None:
@@ -646,27 +687,40 @@ class _TimerBase:
 class Timer(_TimerBase):
     """Time regions of code on the CPU (`time.perf_counter_ns`); Deep500's `Timer`.
 
-    `Timer(log=None, *, overwrite=False, nvtx=False, record_function=False)`: see the module
-    docstring for the log file and markers.
+    `Timer(log=None, *, overwrite=False, log_flush="region", nvtx=False, record_function=False)`:
+    see the module docstring for the log file, its flush policy and the markers.
     """
 
+    # start/end are the hot path (budget: < 5 µs a pair with the log): kept flat on purpose.
     def start(self, key) -> None:
         """Start timing a region of type `key`."""
-        key = _norm(key)
-        _check_not_all(key)
-        c = self._cpu
-        if len(c.starts[key]) != len(c.ends[key]):
-            raise RuntimeError(f"Detected nesting for timing region type {_name(key)}")
-        self._open_cpu(key)
+        key = key._name_ if key.__class__ is TimeType else _norm(key)
+        if key == _ALL:
+            raise _not_all()
+        starts = self._cpu.starts[key]
+        if len(starts) != len(self._cpu.ends[key]):
+            raise RuntimeError(f"Detected nesting for timing region type {key}")
+        if self._markers_on:
+            self._mark_start(key)
+        if self._log is not None:
+            self._start_tid[key] = _native_tid()
+        starts.append(_perf_ns())
 
     def end(self, key) -> None:
         """End timing a region of type `key`."""
-        key = _norm(key)
-        _check_not_all(key)
-        c = self._cpu
-        if len(c.starts[key]) != len(c.ends[key]) + 1:
-            raise RuntimeError(f"Unbalanced end for timing region type {_name(key)}")
-        self._close_cpu(key)
+        key = key._name_ if key.__class__ is TimeType else _norm(key)
+        if key == _ALL:
+            raise _not_all()
+        starts = self._cpu.starts[key]
+        ends = self._cpu.ends[key]
+        if len(starts) != len(ends) + 1:
+            raise RuntimeError(f"Unbalanced end for timing region type {key}")
+        t = _perf_ns()
+        ends.append(t)
+        if self._log is not None:
+            self._log.region(key, starts[-1], t, self._start_tid.pop(key, 0), None)
+        if self._markers_on:
+            self._mark_end(key)
 
     def get_time(self, key) -> list[float]:
         """All times (seconds) recorded for `key`; RuntimeError while `key` is open."""
@@ -675,25 +729,25 @@ class Timer(_TimerBase):
     def get_time_stats(self, key) -> TimeStats:
         """Statistics of the times of `key`; ValueError when it has none."""
         key = _norm(key)
-        return _construct_stats(self._cpu.get_time(key), _name(key))
+        return _construct_stats(self._cpu.get_time(key), key)
 
     def complete_all(self) -> None:
         """Complete all outstanding timings; open regions stay open."""
         self._cpu.complete_all(ignore_imbalanced=True)
+        self._after_complete()
 
 
 class CPUGPUTimer(_TimerBase):
     """Time regions on the CPU and, with `gpu=True`, on the GPU (CUDA events); Deep500's.
 
-    `CPUGPUTimer(log=None, *, overwrite=False, nvtx=False, record_function=False)`.
+    `CPUGPUTimer(log=None, *, overwrite=False, log_flush="region", nvtx=False, record_function=False)`.
     Without torch or CUDA, GPU timing is not available: see the module docstring.
     """
 
-    _clock_names = ("cpu", "gpu")
-
-    def __init__(self, log=None, *, overwrite: bool = False, nvtx: bool = False,
+    def __init__(self, log=None, *, overwrite: bool = False, log_flush: str = "region", nvtx: bool = False,
                  record_function: bool = False) -> None:
-        super().__init__(log, overwrite=overwrite, nvtx=nvtx, record_function=record_function)
+        super().__init__(log, overwrite=overwrite, log_flush=log_flush, nvtx=nvtx,
+                         record_function=record_function)
         self._backend: _GPUBackend | None = None
         self._gpu = _Clock(self._resolve_gpu)
         self._gpu_done: list[tuple[int, int]] = []   # (gpu id, ns) resolved, not yet logged
@@ -712,7 +766,7 @@ class CPUGPUTimer(_TimerBase):
                         "pid": self._log.pid, **b.info}
                 if not b.available:
                     info["reason"] = b.reason
-                self._log.write_bytes((json.dumps(info, separators=(",", ":")) + "\n").encode())
+                self._log.lines(json.dumps(info, separators=(",", ":")) + "\n")
         return b
 
     def _resolve_gpu(self, start, end) -> float | None:
@@ -729,45 +783,55 @@ class CPUGPUTimer(_TimerBase):
             done, self._gpu_done = self._gpu_done, []
             if self._log is not None:
                 pid = self._log.pid
-                self._log.write_bytes("".join(
-                    f'{{"gpu_id":{i},"gpu_dur_ns":{ns},"pid":{pid}}}\n' for i, ns in done).encode())
+                self._log.lines("".join(f'{{"gpu_id":{i},"gpu_dur_ns":{ns},"pid":{pid}}}\n' for i, ns in done))
+        super()._after_complete()
 
     # -------------------------------------------------------------- API
     def start(self, key, gpu: bool = False) -> None:
         """Start timing `key` on the CPU, and on the GPU too when `gpu`."""
-        key = _norm(key)
-        _check_not_all(key)
-        c = self._cpu
-        if len(c.starts[key]) != len(c.ends[key]):
-            raise RuntimeError(f"Detected nesting for timing region type {_name(key)}")
+        key = key._name_ if key.__class__ is TimeType else _norm(key)
+        if key == _ALL:
+            raise _not_all()
+        starts = self._cpu.starts[key]
+        if len(starts) != len(self._cpu.ends[key]):
+            raise RuntimeError(f"Detected nesting for timing region type {key}")
         if gpu:
             g = self._gpu
             if len(g.starts[key]) != len(g.ends[key]):
-                raise RuntimeError(f"Detected nesting for timing region type {_name(key)}")
+                raise RuntimeError(f"Detected nesting for timing region type {key}")
             backend = self._backend or self._gpu_backend()
-            self._open_cpu(key)
-            g.starts[key].append(backend.record())
-        else:
-            self._open_cpu(key)
+        if self._markers_on:
+            self._mark_start(key)
+        if self._log is not None:
+            self._start_tid[key] = _native_tid()
+        starts.append(_perf_ns())
+        if gpu:
+            g.starts[key].append(backend.record())    # inside the CPU region
 
     def end(self, key, gpu: bool = False) -> None:
         """End timing `key` on the CPU, and on the GPU too when `gpu` (no synchronisation)."""
-        key = _norm(key)
-        _check_not_all(key)
-        c = self._cpu
-        if len(c.starts[key]) != len(c.ends[key]) + 1:
-            raise RuntimeError(f"Unbalanced end for timing region type {_name(key)}")
+        key = key._name_ if key.__class__ is TimeType else _norm(key)
+        if key == _ALL:
+            raise _not_all()
+        starts = self._cpu.starts[key]
+        ends = self._cpu.ends[key]
+        if len(starts) != len(ends) + 1:
+            raise RuntimeError(f"Unbalanced end for timing region type {key}")
+        gpu_id = None
         if gpu:
             g = self._gpu
             if len(g.starts[key]) != len(g.ends[key]) + 1:
-                raise RuntimeError(f"Unbalanced end for timing region type {_name(key)}")
-            backend = self._backend or self._gpu_backend()
-            event = backend.record()
-            gpu_id = next(_GPU_IDS) if event is not None and self._log is not None else None
+                raise RuntimeError(f"Unbalanced end for timing region type {key}")
+            event = (self._backend or self._gpu_backend()).record()
+            if event is not None and self._log is not None:
+                gpu_id = next(_GPU_IDS)
             g.ends[key].append((event, gpu_id))
-            self._close_cpu(key, gpu_id)
-        else:
-            self._close_cpu(key)
+        t = _perf_ns()
+        ends.append(t)
+        if self._log is not None:
+            self._log.region(key, starts[-1], t, self._start_tid.pop(key, 0), gpu_id)
+        if self._markers_on:
+            self._mark_end(key)
 
     def _clock(self, gpu: bool) -> _Clock:
         return self._gpu if gpu else self._cpu
@@ -783,7 +847,7 @@ class CPUGPUTimer(_TimerBase):
         """Statistics of `key` on the chosen clock; ValueError when it has no times."""
         key = _norm(key)
         times = self.get_time(key, gpu)
-        what = f"{_name(key)} on the GPU" if gpu else _name(key)
+        what = f"{key} on the GPU" if gpu else key
         if gpu and not times and self._backend is not None and not self._backend.available:
             what += f" (GPU timing not available: {self._backend.reason})"
         return _construct_stats(times, what)

@@ -21,34 +21,41 @@ import json
 import re
 from pathlib import Path
 
-import polars as pl
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from ..errors import BadInput
 from .common import Parsed
 
 LOG_FORMAT_VERSION = 1   # newest traceq.timer log version this reader understands
 
-_LOG_SCHEMA = {
+_LOG_SCHEMA = pa.schema([
     # region records
-    "key": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64,
-    "gpu": pl.Int64,
+    ("key", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()), ("pid", pa.int64()),
+    ("tid", pa.int64()), ("gpu", pa.int64()),
     # GPU duration records (linked to a region by pid + gpu id)
-    "gpu_id": pl.Int64, "gpu_dur_ns": pl.Int64,
+    ("gpu_id", pa.int64()), ("gpu_dur_ns", pa.int64()),
     # GPU info records
-    "gpu_timing": pl.String, "device_index": pl.Int64, "device_name": pl.String,
-    "sm_count": pl.Int64, "memory_bytes": pl.Int64,
-}
+    ("gpu_timing", pa.string()), ("device_index", pa.int64()), ("device_name", pa.string()),
+    ("sm_count", pa.int64()), ("memory_bytes", pa.int64()),
+])
 
 
 # ------------------------------------------------------------------------------- JSONL
 def read_log(path: str | Path) -> Parsed:
-    """A `traceq.timer` JSONL log -> `regions` rows (source "timer")."""
+    """A `traceq.timer` JSONL log -> `regions` rows (source "timer").
+
+    Records are parsed by Arrow's JSON reader and joined/sorted with numpy. (Not polars on
+    purpose: `ingest()` parses files in forked workers, and polars' thread pool, once used in
+    the parent, deadlocks in a forked child; Arrow re-creates its pool after fork.)
+    """
     path = Path(path)
     data = _read_bytes(path)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    if not data.strip():
+    if not data or data.isspace():
         raise BadInput("empty file", path)
     nl = data.find(b"\n")
     header = _parse_header(data if nl < 0 else data[:nl], path)
@@ -60,7 +67,7 @@ def read_log(path: str | Path) -> Parsed:
     if body and not body.endswith(b"\n"):
         cut = body.rfind(b"\n") + 1
         tail = body[cut:]
-        if tail.strip():
+        if tail and not tail.isspace():
             try:
                 json.loads(tail)
                 body += b"\n"              # a whole record that only lacks its newline
@@ -69,65 +76,86 @@ def read_log(path: str | Path) -> Parsed:
                 warnings.append(f"last line is truncated (the writer stopped mid-record); skipped "
                                 f"{len(tail)} bytes")
 
-    try:
-        df = pl.read_ndjson(io.BytesIO(body), schema=_LOG_SCHEMA) if body.strip() else \
-            pl.DataFrame(schema=_LOG_SCHEMA)
-    except Exception as exc:   # polars does not say which line: find it
-        raise BadInput(_locate_bad_line(body, exc), path) from None
-
-    regions = df.filter(pl.col("key").is_not_null())
-    gpu_durs = df.filter(pl.col("gpu_id").is_not_null())
-    infos = df.filter(pl.col("gpu_timing").is_not_null())
-    n_other = df.height - regions.height - gpu_durs.height - infos.height
+    if body and not body.isspace():
+        try:
+            recs = pa_json.read_json(
+                io.BytesIO(body),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=1 << 24),
+                parse_options=pa_json.ParseOptions(explicit_schema=_LOG_SCHEMA,
+                                                   unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:   # Arrow does not say which line: find it
+            raise BadInput(_locate_bad_line(body, exc), path) from None
+    else:
+        recs = _LOG_SCHEMA.empty_table()
+    col = {name: recs.column(name) for name in _LOG_SCHEMA.names}
+    is_region = col["key"].is_valid().to_numpy(zero_copy_only=False)
+    is_gpu = col["gpu_id"].is_valid().to_numpy(zero_copy_only=False) & ~is_region
+    is_info = col["gpu_timing"].is_valid().to_numpy(zero_copy_only=False) & ~is_region & ~is_gpu
+    n_other = recs.num_rows - int(is_region.sum() + is_gpu.sum() + is_info.sum())
     if n_other:
         warnings.append(f"{n_other} records of unknown kind ignored")
 
-    missing = regions.select(pl.any_horizontal(pl.col("start_ns", "end_ns", "pid", "tid").is_null()))
-    if missing.height and missing.to_series().any():
-        raise BadInput("a region record lacks start_ns, end_ns, pid or tid", path)
-    if regions.height and (regions["end_ns"] < regions["start_ns"]).any():
+    regions = recs.filter(pa.array(is_region)).select(["key", "start_ns", "end_ns", "pid", "tid", "gpu"])
+    for name in ("start_ns", "end_ns", "pid", "tid"):
+        if regions.column(name).null_count:
+            raise BadInput("a region record lacks start_ns, end_ns, pid or tid", path)
+    start = _np(regions, "start_ns")
+    end = _np(regions, "end_ns")
+    pid = _np(regions, "pid")
+    tid = _np(regions, "tid")
+    if (end < start).any():
         raise BadInput("a region record ends before it starts (end_ns < start_ns)", path)
-    if gpu_durs["gpu_dur_ns"].null_count():
-        raise BadInput("a gpu_id record lacks gpu_dur_ns", path)
 
-    # GPU durations, and the device that timed them (per process)
-    gpu_durs = gpu_durs.select("pid", pl.col("gpu_id").alias("gpu"), "gpu_dur_ns").unique(
-        ["pid", "gpu"], keep="last", maintain_order=True)
-    cuda = infos.filter(pl.col("gpu_timing") == "cuda_events")
-    proc_dev = cuda.select("pid", pl.col("device_index").cast(pl.Int32).alias("device")).unique(
-        "pid", keep="last")
-    regions = (
-        regions.select("key", "start_ns", "end_ns", "pid", "tid", "gpu")
-        .join(gpu_durs, on=["pid", "gpu"], how="left")
-        .join(proc_dev, on="pid", how="left")
-    )
-    n_unresolved = regions.filter(pl.col("gpu").is_not_null() & pl.col("gpu_dur_ns").is_null()).height
+    # GPU durations: region (pid, gpu) -> duration record (pid, gpu_id); the last one wins
+    gpu_recs = recs.filter(pa.array(is_gpu))
+    if gpu_recs.column("gpu_dur_ns").null_count or gpu_recs.column("pid").null_count:
+        raise BadInput("a gpu_id record lacks gpu_dur_ns or pid", path)
+    gpu = regions.column("gpu")
+    has_gpu = gpu.is_valid().to_numpy(zero_copy_only=False)
+    gpu_id = gpu.fill_null(-1).to_numpy()
+    gpu_dur = _lookup(pid, gpu_id, has_gpu, _np(gpu_recs, "pid"), _np(gpu_recs, "gpu_id"),
+                      _np(gpu_recs, "gpu_dur_ns"))
+    n_unresolved = int((has_gpu & (gpu_dur < 0)).sum())
     if n_unresolved:
         warnings.append(f"{n_unresolved} GPU-timed regions have no GPU duration (the process ended "
                         "before complete_all() resolved their CUDA events)")
 
-    offset = epoch_ns - perf_ns
-    regions = regions.with_columns(
-        (pl.col("start_ns") + offset).alias("start_ns"),
-        (pl.col("end_ns") + offset).alias("end_ns"),
-        pl.when(pl.col("gpu").is_not_null()).then(pl.col("device")).otherwise(None).alias("device"),
-    )
-    regions = regions.with_columns(_depth(regions)).sort(["start_ns", "pid", "tid", "depth"])
-    if not regions.height:
-        warnings.append("the log holds no completed regions")
-    table = regions.select(
-        "pid", "tid",
-        pl.lit("timer").alias("source"),
-        pl.col("key").alias("name"),
-        "start_ns", "end_ns", "depth", "device", "gpu_dur_ns",
-        pl.lit(False).alias("unfinished"),
-    ).to_arrow()
+    # the GPU of each process that timed on one (from its gpu_timing record)
+    info = recs.filter(pa.array(is_info))
+    cuda_mask = pc.equal(info.column("gpu_timing"), "cuda_events").fill_null(False)
+    cuda = info.filter(cuda_mask).filter(pc.is_valid(info.filter(cuda_mask).column("pid")))
+    dev_idx = cuda.column("device_index").fill_null(-1).to_numpy()
+    device = _lookup(pid, np.zeros_like(pid), has_gpu, _np(cuda, "pid"), np.zeros(cuda.num_rows, np.int64),
+                     dev_idx)
 
-    devices = [
-        {"id": r["device_index"], "name": r["device_name"], "sm_count": r["sm_count"],
-         "memory_bytes": r["memory_bytes"]}
-        for r in cuda.unique(["device_index", "device_name"], maintain_order=True).iter_rows(named=True)
-    ]
+    offset = epoch_ns - perf_ns
+    start = start + offset
+    end = end + offset
+    depth = _depth(pid, tid, start, end)
+    order = np.lexsort((depth, tid, pid, start))
+    n = len(order)
+    if not n:
+        warnings.append("the log holds no completed regions")
+    table = pa.table({
+        "pid": pa.array(pid[order]),
+        "tid": pa.array(tid[order]),
+        "source": pa.repeat(pa.scalar("timer", pa.string()), n),
+        "name": regions.column("key").take(pa.array(order)),
+        "start_ns": pa.array(start[order]),
+        "end_ns": pa.array(end[order]),
+        "depth": pa.array(depth[order], pa.int32()),
+        "device": pa.array(device[order], pa.int32(), mask=device[order] < 0),
+        "gpu_dur_ns": pa.array(gpu_dur[order], pa.int64(), mask=gpu_dur[order] < 0),
+        "unfinished": pa.array(np.zeros(n, bool)),
+    })
+
+    devices, seen = [], set()
+    for r in cuda.select(["device_index", "device_name", "sm_count", "memory_bytes"]).to_pylist():
+        ident = (r["device_index"], r["device_name"])
+        if ident not in seen:   # one row per process at most: a handful
+            seen.add(ident)
+            devices.append({"id": r["device_index"], "name": r["device_name"], "sm_count": r["sm_count"],
+                            "memory_bytes": r["memory_bytes"]})
     return Parsed(
         tables={"regions": table},
         format="timer_log",
@@ -141,30 +169,58 @@ def read_log(path: str | Path) -> Parsed:
     )
 
 
-def _depth(regions: pl.DataFrame) -> pl.Expr | pl.Series:
+def _np(table: pa.Table, name: str) -> np.ndarray:
+    return table.column(name).to_numpy().astype(np.int64, copy=False)
+
+
+def _lookup(a: np.ndarray, b: np.ndarray, want: np.ndarray,
+            ref_a: np.ndarray, ref_b: np.ndarray, ref_value: np.ndarray) -> np.ndarray:
+    """For rows where `want`, the ref_value of the last ref row with (ref_a, ref_b) == (a, b); else -1."""
+    out = np.full(len(a), -1, np.int64)
+    if not len(ref_a) or not want.any():
+        return out
+    ref = np.stack([ref_a, ref_b], axis=1)
+    last = np.lexsort((np.arange(len(ref_a)), ref_b, ref_a))            # by key, then file order
+    ref_s = ref[last]
+    keep = np.r_[(ref_s[1:] != ref_s[:-1]).any(axis=1), True]          # last row of each key
+    keys, values = ref_s[keep], ref_value[last][keep]
+    # binary search on the composite key: rank a row's key among the ref keys
+    keys_v = np.ascontiguousarray(keys).view([("a", np.int64), ("b", np.int64)]).ravel()
+    q = np.ascontiguousarray(np.stack([a, b], axis=1)).view([("a", np.int64), ("b", np.int64)]).ravel()
+    pos = np.searchsorted(keys_v, q)
+    found = want & (pos < len(keys_v))
+    found[found] &= keys_v[pos[found]] == q[found]
+    out[found] = values[pos[found]]
+    return out
+
+
+def _depth(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Nesting level of each region on its thread, by a sort-and-sweep (no Python loop).
 
     Each region gives a +1 event at its start and a -1 event at its end; events are sorted per
     (pid, tid) by time with ends before starts at equal times (adjacent regions do not nest),
     longer regions first among equal starts (the parent opens first), and the ends of
     zero-length regions last. The running sum at a region's start event, minus one, is the
-    number of regions still open around it.
+    number of regions still open around it. Every thread's events sum to zero, so one global
+    running sum serves all threads.
     """
-    if not regions.height:
-        return pl.Series("depth", [], dtype=pl.Int32)
-    r = regions.select("pid", "tid", "start_ns", "end_ns").with_row_index("i")
-    zero = pl.col("end_ns") == pl.col("start_ns")
-    opens = r.select("i", "pid", "tid", pl.col("start_ns").alias("t"), pl.lit(1, pl.Int8).alias("order"),
-                     (-pl.col("end_ns")).alias("tie"), pl.lit(1, pl.Int32).alias("delta"))
-    closes = r.select("i", "pid", "tid", pl.col("end_ns").alias("t"),
-                      pl.when(zero).then(2).otherwise(0).cast(pl.Int8).alias("order"),
-                      pl.lit(0, pl.Int64).alias("tie"), pl.lit(-1, pl.Int32).alias("delta"))
-    ev = (pl.concat([opens, closes])
-          .sort(["pid", "tid", "t", "order", "tie", "i"])
-          .with_columns(pl.col("delta").cum_sum().over(["pid", "tid"]).alias("level")))
-    depth = (ev.filter(pl.col("delta") == 1).sort("i")
-             .select((pl.col("level") - 1).clip(lower_bound=0).cast(pl.Int32).alias("depth")))
-    return depth.to_series()
+    n = len(start)
+    if not n:
+        return np.zeros(0, np.int32)
+    idx = np.arange(n)
+    ev_pid = np.concatenate([pid, pid])
+    ev_tid = np.concatenate([tid, tid])
+    ev_t = np.concatenate([start, end])
+    ev_order = np.concatenate([np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)])
+    ev_tie = np.concatenate([-end, np.zeros(n, np.int64)])
+    ev_i = np.concatenate([idx, idx])
+    ev_delta = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    order = np.lexsort((ev_i, ev_tie, ev_order, ev_t, ev_tid, ev_pid))
+    level = np.cumsum(ev_delta[order])
+    opens = ev_delta[order] == 1
+    depth = np.empty(n, np.int32)
+    depth[ev_i[order][opens]] = np.maximum(level[opens] - 1, 0)
+    return depth
 
 
 def _parse_header(line: bytes, path: Path) -> dict:
@@ -199,11 +255,13 @@ def _locate_bad_line(body: bytes, exc: Exception) -> str:
             return f"line {n}: not a JSON record"
         if not isinstance(obj, dict):
             return f"line {n}: not a JSON object"
-        for k, typ in _LOG_SCHEMA.items():
-            v = obj.get(k)
+        for field in _LOG_SCHEMA:
+            k, v = field.name, obj.get(field.name)
             if v is None:
                 continue
-            if typ == pl.Int64 and (not isinstance(v, int) or isinstance(v, bool) or not -2**63 <= v < 2**63):
+            if field.type == pa.string() and not isinstance(v, str):
+                return f"line {n}: {k} is not a string ({v!r})"
+            if field.type == pa.int64() and (not isinstance(v, int) or isinstance(v, bool) or not -2**63 <= v < 2**63):
                 return f"line {n}: {k} is not a 64-bit integer ({v!r})"
     return f"cannot read the records ({str(exc).splitlines()[0][:200]})"
 

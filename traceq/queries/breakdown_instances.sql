@@ -27,8 +27,7 @@
 -- Regions still open at capture end (unfinished) are included, ending at capture end.
 --
 -- Parameters: $run (text), $sources (list of text: nvtx, annotation, gpu_annotation, step,
--- dataloader, timer). Requires scope_window and the macros of intervals.sql and
--- intervals.sql.
+-- dataloader, timer). Requires scope_window and the macros of intervals.sql.
 --
 -- Output columns (one row per region instance):
 --   rid              row id of the instance (deterministic within one query)
