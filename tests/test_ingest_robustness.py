@@ -21,7 +21,7 @@ from conftest import REPO, shared_trace
 
 def traceq(*args, cwd=None, prefix=(), timeout=120) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRACEQ_DEBUG="0")
-    return subprocess.run([*prefix, sys.executable, "-m", "traceq.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([*prefix, sys.executable, "-m", "traceq", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd or REPO, env=env, timeout=timeout)
 
 
@@ -174,7 +174,7 @@ def test_killed_ingest_leaves_the_store_readable_and_as_it_was(tmp_path):
     env = dict(os.environ)
     killed = 0
     for delay in (0.3, 0.8, 1.3, 1.8, 2.5):
-        proc = subprocess.Popen([sys.executable, "-m", "traceq.cli", "ingest", str(big), "--store", str(store), "-q"],
+        proc = subprocess.Popen([sys.executable, "-m", "traceq", "ingest", str(big), "--store", str(store), "-q"],
                                 cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         if proc.poll() is None:

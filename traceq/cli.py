@@ -226,7 +226,8 @@ def hotspots(
         if unknown:
             fail(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
     scope = open_scope(store, run, rank, steps)
-    full = hotspots_scoped(scope, None, cats)
+    everything = hotspots_scoped(scope)
+    full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
     if fmt != "table":
         emit(df, fmt)
@@ -235,7 +236,7 @@ def hotspots(
     advice = full.filter(pl.col("avoidable")).group_by("advice").agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True)
     notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
-    emit(shown, "table", headline=headline(full, scope), highlight=highlight, notes=notes)
+    emit(shown, "table", headline=headline(everything, scope), highlight=highlight, notes=notes)
 
 
 # ---------------------------------------------------------------- more commands
@@ -268,5 +269,7 @@ def main() -> None:
         sys.exit(1)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":   # `python -m traceq.cli`: run the module-level app, with every command
+    from traceq.cli import main as _main
+
+    _main()

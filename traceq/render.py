@@ -1,7 +1,7 @@
 """Render analysis results (polars DataFrames) as rich tables, JSON or CSV (DESIGN §5).
 
 Column names carry their unit as a suffix, and rendering derives headers from it:
-`*_ns` durations are shown in µs or ms (chosen per column), `*_pct` as %, `*_s` in
+`*_ns` durations are shown in µs, ms or s (one unit per table), `pct`/`*_pct` as %, `*_s` in
 seconds, `*_bytes` in MB. JSON/CSV keep the raw column names and full values; tables
 shorten long names in the middle, right-align numbers, and lose colour off a TTY.
 """
@@ -29,6 +29,7 @@ def shorten(text: str, width: int = NAME_WIDTH) -> str:
 
 def _duration_unit(values: pl.Series) -> tuple[str, float]:
     vals = values.drop_nulls().abs()
+    vals = vals.filter(vals > 0)          # zeros (no GPU work, ...) say nothing about the scale
     ref = vals.median() if len(vals) else 0
     if ref is None or ref < 1e6:
         return "µs", 1e3
@@ -41,6 +42,8 @@ def _header_and_formatter(name: str, series: pl.Series, ns_unit=None):
     if name.endswith("_ns"):
         unit, div = ns_unit or _duration_unit(series)
         return f"{name[:-3]} ({unit})", lambda v: "" if v is None else f"{v / div:,.{1 if unit != 's' else 3}f}" if unit == "µs" else f"{v / div:,.3f}"
+    if name == "pct":
+        return "%", lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
     if name.endswith("_pct"):
         return f"{name[:-4]} (%)", lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
     if name.endswith("_s"):

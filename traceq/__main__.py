@@ -1,0 +1,4 @@
+"""`python -m traceq` = the `traceq` command."""
+from traceq.cli import main
+
+main()
