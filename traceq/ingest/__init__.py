@@ -186,7 +186,8 @@ def ingest(
         if len(todo) > 1 and (jobs or os.cpu_count() or 1) > 1:
             n = min(len(todo), jobs or os.cpu_count() or 1)
             first_error: BaseException | None = None
-            with ProcessPoolExecutor(n, mp_context=get_context("fork")) as pool:
+            # spawn, not fork: a forked child deadlocks in polars if the parent already used polars
+            with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
                 futures = {pool.submit(_parse_and_stage, str(st.path), j): j for j in todo}
                 for fut in as_completed(futures):
                     try:
