@@ -175,7 +175,8 @@ class Store:
         """Move staged ranks into place and replace the manifest atomically.
 
         A rank already in the store with the same source sha256 is skipped unless `force`;
-        a rank present with a different source (or with `force`) is replaced.
+        a rank present with a different source is an error unless `force` (never lose data
+        silently). All or nothing: an error leaves the manifest as it was.
         Returns a status per staged rank: "added", "replaced" or "unchanged".
         """
         statuses: list[str] = []
@@ -184,6 +185,13 @@ class Store:
             keep = {(r["run"], r["rank"]): r for r in rows}
             superseded: list[str] = []
             now = datetime.now(timezone.utc).replace(tzinfo=None)
+            for st in staged:   # check every rank before touching anything
+                d = st.data
+                old = keep.get((d.run, d.rank))
+                if old is not None and old["source_sha256"] != d.source_sha256 and not force:
+                    raise TraceqError(f"run {d.run!r} already has a rank {d.rank} from another file "
+                                      f"({old['source_path']}); choose a new run name with --run NAME, "
+                                      "or --force to replace it", d.source_path)
             for st in staged:
                 d = st.data
                 key = (d.run, d.rank)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -99,11 +100,16 @@ def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
 
 
 def default_run_name(path: Path) -> str:
+    """The file stem, or the directory name for files named only by their rank (rank0.json)."""
     name = path.name
+    stem = path.stem
     for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite", ".jsonl", ".txt", ".gz", ".db"):
         if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return path.stem
+            stem = name[: -len(suffix)]
+            break
+    if re.fullmatch(r"(rank|worker|r)[-_.]?\d+", stem, re.I) and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return stem
 
 
 @dataclass

@@ -1,0 +1,205 @@
+"""The report's timeline: GPU ops per (rank, device, stream) lane plus the host's step and
+DataLoader spans per rank, down-sampled so the size of the page does not grow with the trace.
+
+Down-sampling rule (pixel buckets), per rank:
+
+- the rank's time span is cut into `TIMELINE_BUCKETS` equal buckets (1500: about one per
+  horizontal pixel of a full-width plot on a desktop screen), width `w = span / 1500`;
+- an op (or span) lasting at least `w` is drawn exactly, with its name in the hover: it
+  covers at least one pixel, so it is what the eye sees;
+- shorter ops are merged per (lane, category, bucket) into one bar from their first start
+  to their last end, and neighbouring bars of the same lane and category less than one
+  bucket apart are joined; the hover says how many ops a bar merges and how busy they kept
+  the lane. Ops and gaps narrower than a pixel cannot be told apart anyway, so nothing
+  visible is lost, and idle gaps of a bucket or more stay visible; every bar is drawn at
+  least one bucket wide so that an isolated short op is not lost either;
+- a segment budget caps the whole figure at `MAX_SEGMENTS` (30,000) bars: when the rule
+  above yields more (many ranks and streams), the buckets are coarsened in proportion and the
+  query re-run. Why 30,000: the figure is one SVG path per category (not one element per
+  bar), so the browser draws 30k bars in about a second, and at ~210 bytes of JSON per bar
+  (coordinates + hover text) the timeline stays under ~6.5 MB however large the run — with
+  the 4.8 MB of inlined plotly.js and the bounded tables and charts (top-N rows, per-step
+  charts averaged beyond 1200 bars) that keeps every report below ~12 MB, under the 20 MB
+  budget. The 250 MB benchmark run needs ~3,000 bars (one rank, four streams); eight such
+  ranks ~24,000.
+
+x is milliseconds since the run's first event: ranks are aligned with `runs.clock_offset_ns`
+when every rank has one, otherwise each rank starts at its own first event.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+TIMELINE_BUCKETS = 1500
+MAX_SEGMENTS = 30_000
+MIN_BUCKETS = 50
+ALT_STEP_COLOR = "#7ea6d8"
+
+# Segments of one run: GPU ops (lane = rank/device/stream) and host spans (lane = rank/source),
+# bucketed as the module docstring says. $buckets = buckets per rank span.
+_SEGMENTS_SQL = """
+WITH ev AS (
+    SELECT rank, 'gpu' AS side, device, stream, coalesce(category, 'other') AS cat, name, start_ns, end_ns
+    FROM gpu_ops
+    WHERE run = $run AND kind IN ('kernel', 'memcpy', 'memset') AND end_ns >= start_ns
+    UNION ALL
+    SELECT rank, 'host', NULL, NULL, source, name, start_ns, end_ns
+    FROM regions
+    WHERE run = $run AND source IN ('step', 'dataloader') AND end_ns >= start_ns
+), bounds AS (
+    SELECT rank, min(start_ns) AS t0, max(end_ns) AS t1,
+           greatest((max(end_ns) - min(start_ns)) // $buckets, 1) AS w
+    FROM ev GROUP BY rank
+), b AS (
+    SELECT ev.*, bounds.w, (ev.start_ns - bounds.t0) // bounds.w AS bucket
+    FROM ev JOIN bounds USING (rank)
+),
+-- short ops: one bar per (lane, category, bucket) ...
+small AS (
+    SELECT rank, side, device, stream, cat, any_value(w) AS w, min(start_ns) AS s, max(end_ns) AS e,
+           count(*) AS n, sum(end_ns - start_ns) AS busy
+    FROM b WHERE end_ns - start_ns < w
+    GROUP BY rank, side, device, stream, cat, bucket
+), prev AS (
+    SELECT *, max(e) OVER (PARTITION BY rank, side, device, stream, cat ORDER BY s
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+    FROM small
+), islands AS (
+    -- ... then neighbouring bars closer than one bucket are joined (the gap is under a pixel)
+    SELECT *, sum(CASE WHEN prev_e IS NULL OR s > prev_e + w THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY rank, side, device, stream, cat ORDER BY s ROWS UNBOUNDED PRECEDING) AS island
+    FROM prev
+)
+SELECT rank, side, device, stream, cat, name, start_ns, end_ns,
+       1::BIGINT AS n, (end_ns - start_ns)::BIGINT AS busy_ns, true AS exact, w AS bucket_ns
+FROM b WHERE end_ns - start_ns >= w
+UNION ALL
+SELECT rank, side, device, stream, cat, NULL, min(s), max(e), sum(n)::BIGINT, sum(busy)::BIGINT, false, any_value(w)
+FROM islands
+GROUP BY rank, side, device, stream, cat, island
+"""
+
+
+@dataclass
+class Timeline:
+    segments: pl.DataFrame      # rank, side, device, stream, cat, name, start_ns, end_ns, n, busy_ns, exact, lane, x0_ms, x1_ms
+    lanes: list[str]            # lane labels, top to bottom
+    buckets: int                # buckets per rank span actually used
+    n_ops: int                  # ops and spans represented
+    aligned: bool               # ranks aligned on the epoch clock (clock_offset_ns)
+
+
+def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEGMENTS) -> Timeline:
+    """The down-sampled timeline of `scope.run` (every rank of it; the step window is not applied:
+    the timeline shows the whole capture)."""
+    df = scope.df(_SEGMENTS_SQL, {"buckets": buckets})
+    for _ in range(4):   # coarsen until within budget (usually zero or one extra pass)
+        if df.height <= max_segments or buckets <= MIN_BUCKETS:
+            break
+        buckets = max(MIN_BUCKETS, int(buckets * max_segments / df.height * 0.9))
+        df = scope.df(_SEGMENTS_SQL, {"buckets": buckets})
+    if df.height > max_segments:   # still too many (pathological lane count): keep the busiest
+        df = df.sort("busy_ns", descending=True).head(max_segments)
+    n_ops = int(df["n"].sum()) if df.height else 0
+
+    offsets = scope.df("SELECT rank, coalesce(clock_offset_ns, 0) AS off FROM runs WHERE run = $run")
+    aligned = offsets.height > 0 and bool((offsets["off"] != 0).all())
+    if df.height == 0:
+        return Timeline(df, [], buckets, 0, aligned)
+    if aligned:
+        df = df.join(offsets, on="rank", how="left").with_columns(
+            (pl.col("start_ns") + pl.col("off")).alias("start_ns"), (pl.col("end_ns") + pl.col("off")).alias("end_ns")).drop("off")
+        origin = pl.col("start_ns").min()
+    else:
+        origin = pl.col("start_ns").min().over("rank")
+    df = df.with_columns(
+        ((pl.col("start_ns") - origin) / 1e6).alias("x0_ms"),
+        # a bar is drawn at least one bucket wide, so an isolated short op stays visible
+        ((pl.max_horizontal(pl.col("end_ns"), pl.col("start_ns") + pl.col("bucket_ns")) - origin) / 1e6).alias("x1_ms"),
+        pl.when(pl.col("side") == "host")
+        .then(pl.format("rank {} · {}", pl.col("rank"), pl.col("cat")))
+        .otherwise(pl.format("rank {} · gpu {} · stream {}", pl.col("rank"),
+                             pl.col("device").cast(pl.String).fill_null("?"), pl.col("stream").cast(pl.String).fill_null("?")))
+        .alias("lane"),
+    )
+    lane_order = (df.select("rank", "side", "cat", "device", "stream", "lane")
+                  .with_columns(pl.when(pl.col("side") == "host").then(pl.col("cat")).otherwise(None).alias("hk"))
+                  .group_by("lane").agg(pl.col("rank").first(), pl.col("side").first(), pl.col("hk").first(),
+                                        pl.col("device").first(), pl.col("stream").first())
+                  .sort(["rank", "side", "hk", "device", "stream"], descending=[False, True, True, False, False],
+                        nulls_last=True))
+    lanes = lane_order["lane"].to_list()
+    index = {lane: i for i, lane in enumerate(lanes)}
+    df = df.with_columns(pl.col("lane").replace_strict(index, return_dtype=pl.Int32).alias("lane_idx"))
+    return Timeline(df, lanes, buckets, n_ops, aligned)
+
+
+def _dur(e: pl.Expr) -> pl.Expr:
+    """Duration in ns -> '12.3 µs' / '4.562 ms' (vectorised)."""
+    return (pl.when(e < 1_000_000).then(pl.format("{} µs", (e / 1e3).round(1)))
+            .otherwise(pl.format("{} ms", (e / 1e6).round(3))))
+
+
+def figure(tl: Timeline, title: str | None = None):
+    """One horizontal line segment per bar, one trace (= one SVG path) per category and kind
+    (exact / merged); merged bars are drawn lighter. None when there is nothing to draw."""
+    import plotly.graph_objects as go
+
+    from .figures import base_layout, category_color
+
+    if tl.segments.height == 0:
+        return None
+    busy, extent = _dur(pl.col("busy_ns")), _dur(pl.col("end_ns") - pl.col("start_ns"))
+    # plotly reads hover text as (a subset of) HTML: `void f<float>(...)` must stay text
+    name = (pl.col("name").fill_null("").str.slice(0, 90).str.replace_all("&", "&amp;", literal=True)
+            .str.replace_all("<", "&lt;", literal=True).str.replace_all(">", "&gt;", literal=True))
+    seg = tl.segments.with_columns(
+        pl.when(pl.col("exact"))
+        .then(pl.format("{}<br>{} · {}", name, pl.col("cat"), busy))
+        .otherwise(pl.format("{} {} ops merged<br>busy {} of {}", pl.col("n"), pl.col("cat"), busy, extent))
+        .alias("hover"))
+    n_lanes = len(tl.lanes)
+    lane_px = 24 if n_lanes <= 24 else 16
+    width_px = max(4, int(lane_px * 0.7))
+    order = seg.group_by("cat").agg(pl.col("busy_ns").sum()).sort("busy_ns", descending=True)["cat"].to_list()
+    # consecutive steps touch: every other one is drawn a shade darker so they can be told apart
+    seg = seg.sort("start_ns").with_columns(
+        ((pl.col("cat") == "step") & (pl.int_range(pl.len()).over("lane_idx", "cat") % 2 == 1)).alias("alt"))
+    fig = go.Figure()
+    for cat in order:
+        shown_legend = False
+        for exact, alt in ((True, False), (True, True), (False, False), (False, True)):
+            part = seg.filter((pl.col("cat") == cat) & (pl.col("exact") == exact) & (pl.col("alt") == alt))
+            if part.height == 0:
+                continue
+            n = part.height
+            x = np.full(3 * n, np.nan)
+            x[0::3] = part["x0_ms"].to_numpy()
+            x[1::3] = part["x1_ms"].to_numpy()
+            y = np.full(3 * n, np.nan)
+            y[0::3] = y[1::3] = part["lane_idx"].to_numpy()
+            hover = part["hover"].to_list()
+            text: list = [None] * (3 * n)
+            text[0::3] = hover
+            text[1::3] = hover
+            fig.add_trace(go.Scatter(
+                x=x, y=y, text=text, mode="lines", name=cat, legendgroup=cat, showlegend=not shown_legend,
+                # simplify=False: plotly would otherwise drop sub-pixel segments (the merged bars)
+                line=dict(color=ALT_STEP_COLOR if alt else category_color(cat), width=width_px, simplify=False),
+                opacity=1.0 if exact else 0.6, connectgaps=False,
+                hovertemplate="%{text}<br>at %{x:,.3f} ms<extra></extra>",
+            ))
+            shown_legend = True
+    fig.update_layout(base_layout(title, height=max(200, 110 + lane_px * n_lanes)))
+    fig.update_layout(
+        xaxis=dict(title="time (ms) since " + ("the run's first event" if tl.aligned else "each rank's first event"),
+                   zeroline=False, showgrid=True),
+        yaxis=dict(tickvals=list(range(n_lanes)), ticktext=tl.lanes, fixedrange=True, range=[n_lanes - 0.5, -0.5],
+                   showgrid=False, zeroline=False, ticks="outside", ticklen=6, tickcolor="rgba(0,0,0,0)"),
+        hovermode="closest", legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"),
+        margin=dict(l=190, r=20, t=40 if not title else 70, b=50),
+    )
+    return fig
