@@ -125,6 +125,9 @@ def ingest(
 
     Example: traceq ingest rank0.pt.trace.json.gz rank1.pt.trace.json.gz --run baseline --label amp=off
     """
+    from .ingest.hashing import start_hashing
+
+    hashes = start_hashing(paths)   # hashing runs on another core while the heavy imports load
     import polars as pl
 
     from .ingest import expand, ingest as do_ingest
@@ -132,7 +135,7 @@ def ingest(
     progress = _IngestProgress(expand(paths)) if not quiet and sys.stderr.isatty() else None
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
-                            jobs=jobs, on_progress=progress.update if progress else None)
+                            jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes)
     finally:
         if progress is not None:
             progress.stop()

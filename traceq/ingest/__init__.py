@@ -6,7 +6,6 @@ parsing of the ranks of a directory, and the all-or-nothing commit to the store.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -18,6 +17,7 @@ from typing import Callable
 from ..errors import BadInput, TraceqError
 from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
+from .hashing import sha256_file
 
 FORMATS = ("nsys", "kineto", "timer", "deep500")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz")
@@ -64,14 +64,6 @@ def sniff(path: Path) -> str:
     if "min:" in decoded and "mean:" in decoded and "stdev:" in decoded:
         return "deep500"
     raise BadInput("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
@@ -162,6 +154,7 @@ def ingest(
     force: bool = False,
     jobs: int | None = None,
     on_progress: Callable[[str, Path], None] | None = None,
+    hashes: dict | None = None,
 ) -> list[IngestResult]:
     """Ingest files or directories (a directory = the ranks of one run). All or nothing."""
     st = store if isinstance(store, Store) else Store(store)
@@ -175,7 +168,11 @@ def ingest(
     results: list[IngestResult] = []
     for path, dir_run in files:
         run_name = run or dir_run or default_run_name(path)
-        sha = sha256_file(path)
+        pending = (hashes or {}).get(str(path))   # started early by the caller (hashing.start_hashing)
+        try:
+            sha = pending.result() if pending is not None else sha256_file(path)
+        except OSError as exc:
+            raise BadInput(exc.strerror or str(exc), path) from None
         if not force:
             hit = next((r for r in manifest if r["run"] == run_name and r["source_sha256"] == sha), None)
             if hit is not None:
