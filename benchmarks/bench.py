@@ -636,6 +636,9 @@ def main() -> int:
                     if k not in stores or not stores[k].exists():
                         continue
                     r = time_analysis(tq, name, stores[k], k, base_run, work, rep_an, startup)
+                    if name == "report":   # its budget is the whole process and the file size
+                        html = work / f"report-{k}.html"
+                        r["bytes"] = html.stat().st_size if html.exists() else None
                     if name != "report":
                         api = time_api(name, stores[k], k, base_run, rep_an)
                         if api:
@@ -750,6 +753,11 @@ def report(res: dict, plain_mb: dict) -> None:
                 a8 = ((d.get(8) or {}).get("api") or {}).get("api_s")
                 arows.append(["", "API"] + acells + [fmt(d.get("api_exponent")), check(a8, 1.0),
                                                       check(d.get("api_exponent"), 1.1)])
+        rep = (an.get("report") or {}).get(8) or {}
+        if rep.get("ok"):
+            mb = (rep.get("bytes") or 0) / 1e6
+            print(f"traceq report, 8x (~250 MB) run: whole process {rep['wall_s']:.2f} s (budget < 10 s) "
+                  f"{check(rep['wall_s'], 10.0)}; HTML {mb:.1f} MB (budget < 20 MB) {check(mb, 20.0)}")
         print_table(f"Analyses: seconds ({res.get('statistic')} of repeats). CLI = whole-process "
                     "wall minus `traceq --help` start-up (or the time the command prints); "
                     "API = the Python call alone, libraries already imported",
