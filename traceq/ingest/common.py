@@ -59,30 +59,27 @@ def strip_api_suffix_expr(col):
 
 
 def nesting_depth(pid, tid, start_ns, end_ns):
-    """Nesting level (0 = outermost) of each interval among the intervals of its thread.
+    """Nesting level of each interval on its thread (0 = outermost): how many of the thread's
+    intervals are open when it opens. For push/pop ranges this is the NVTX stack depth.
 
-    Vectorised: per (pid, tid), depth = (intervals that started before, longest first on
-    ties) − (intervals that had already ended). Exact for properly nested intervals;
-    for partly overlapping ones it counts the intervals still open at the start.
-    Inputs are equal-length numpy-compatible int arrays; returns an int32 array.
+    One vectorised sweep over open (+1) and close (-1) events sorted by (pid, tid, time); at
+    equal times intervals that end close first (adjacent intervals do not nest), then
+    intervals open longest first (parent before child), then zero-length intervals close.
+    Each thread's events sum to zero, so one running sum over all threads serves them all.
     """
     import numpy as np
 
     pid = np.asarray(pid, dtype=np.int64)
     tid = np.asarray(tid, dtype=np.int64)
     start = np.asarray(start_ns, dtype=np.int64)
-    end = np.asarray(end_ns, dtype=np.int64)
+    end = np.maximum(np.asarray(end_ns, dtype=np.int64), start)
     n = len(start)
-    depth = np.zeros(n, dtype=np.int32)
-    if n == 0:
-        return depth
-    order = np.lexsort((-end, start, tid, pid))
-    p, t = pid[order], tid[order]
-    bounds = np.flatnonzero((p[1:] != p[:-1]) | (t[1:] != t[:-1])) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n]):
-        idx = order[lo:hi]
-        s = start[idx]
-        ends = np.sort(end[idx])
-        closed = np.searchsorted(ends, s, side="right")
-        depth[idx] = np.arange(hi - lo) - closed
-    return np.maximum(depth, 0)
+    time = np.concatenate([start, end])
+    phase = np.concatenate([np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)])
+    longest_first = np.concatenate([-end, np.zeros(n, np.int64)])
+    order = np.lexsort((longest_first, phase, time, np.concatenate([tid, tid]), np.concatenate([pid, pid])))
+    is_open = order < n
+    open_now = np.cumsum(np.where(is_open, 1, -1))
+    depth = np.empty(n, np.int32)
+    depth[order[is_open]] = open_now[is_open] - 1
+    return depth

@@ -33,7 +33,7 @@ import polars as pl
 from .. import schema
 from ..categories import categorize
 from ..errors import BadInput
-from .common import Parsed, strip_api_suffix_expr
+from .common import Parsed, nesting_depth, strip_api_suffix_expr
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -270,8 +270,8 @@ class _Export:
             unfinished=pl.col("end_ns").is_null(),
             end_ns=pl.col("end_ns").fill_null(capture_end),
         )
-        depth = _depth(ranges["thread"].fill_null(0).to_numpy(), ranges["start_ns"].to_numpy(),
-                       ranges["end_ns"].to_numpy())
+        depth = nesting_depth(np.zeros(ranges.height, np.int64), ranges["thread"].fill_null(0).to_numpy(),
+                              ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
         ranges = ranges.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
         return ranges.drop("event_type", "domain_id", "thread", "end_thread"), cross_thread
 
@@ -387,23 +387,3 @@ def _label(col: str, labels: dict[int, str]) -> pl.Expr:
     """Enum number -> label; numbers missing from `labels` keep their digits."""
     return pl.col(col).replace_strict(labels, default=pl.col(col).cast(pl.String), return_dtype=pl.String)
 
-
-def _depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting level of each range on its thread: how many of the thread's ranges are open when it opens.
-
-    A sweep over open (+1) and close (-1) events, sorted by thread and time; at equal times
-    ranges that end close first, then ranges open longest first (parent before child), then
-    zero-length ranges close. Each thread's events sum to zero, so one running sum over all
-    threads serves every thread. For push/pop ranges this is the NVTX stack depth.
-    """
-    n = len(start)
-    end = np.maximum(end, start)
-    time = np.concatenate([start, end])
-    phase = np.concatenate([np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)])
-    longest_first = np.concatenate([-end, np.zeros(n, end.dtype)])
-    order = np.lexsort((longest_first, phase, time, np.concatenate([thread, thread])))
-    is_open = order < n
-    open_now = np.cumsum(np.where(is_open, 1, -1))
-    depth = np.empty(n, np.int32)
-    depth[order[is_open]] = open_now[is_open] - 1
-    return depth

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ..errors import BadInput
-from .common import Parsed
+from .common import Parsed, nesting_depth
 
 LOG_FORMAT_VERSION = 1   # newest traceq.timer log version this reader understands
 
@@ -131,7 +131,7 @@ def read_log(path: str | Path) -> Parsed:
     offset = epoch_ns - perf_ns
     start = start + offset
     end = end + offset
-    depth = _depth(pid, tid, start, end)
+    depth = nesting_depth(pid, tid, start, end)
     order = np.lexsort((depth, tid, pid, start))
     n = len(order)
     if not n:
@@ -192,36 +192,6 @@ def _lookup(a: np.ndarray, b: np.ndarray, want: np.ndarray,
     found[found] &= keys_v[pos[found]] == q[found]
     out[found] = values[pos[found]]
     return out
-
-
-def _depth(pid: np.ndarray, tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting level of each region on its thread, by a sort-and-sweep (no Python loop).
-
-    Each region gives a +1 event at its start and a -1 event at its end; events are sorted per
-    (pid, tid) by time with ends before starts at equal times (adjacent regions do not nest),
-    longer regions first among equal starts (the parent opens first), and the ends of
-    zero-length regions last. The running sum at a region's start event, minus one, is the
-    number of regions still open around it. Every thread's events sum to zero, so one global
-    running sum serves all threads.
-    """
-    n = len(start)
-    if not n:
-        return np.zeros(0, np.int32)
-    idx = np.arange(n)
-    ev_pid = np.concatenate([pid, pid])
-    ev_tid = np.concatenate([tid, tid])
-    ev_t = np.concatenate([start, end])
-    ev_order = np.concatenate([np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)])
-    ev_tie = np.concatenate([-end, np.zeros(n, np.int64)])
-    ev_i = np.concatenate([idx, idx])
-    ev_delta = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
-    order = np.lexsort((ev_i, ev_tie, ev_order, ev_t, ev_tid, ev_pid))
-    level = np.cumsum(ev_delta[order])
-    opens = ev_delta[order] == 1
-    depth = np.empty(n, np.int32)
-    depth[ev_i[order][opens]] = np.maximum(level[opens] - 1, 0)
-    return depth
-
 
 def _parse_header(line: bytes, path: Path) -> dict:
     not_log = 'not a traceq timer log (the first line is not a {"traceq_timer": ...} header)'
