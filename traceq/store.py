@@ -292,4 +292,8 @@ def fetch_pl(con, sql: str, params: dict | None = None):
     rel = con.sql(sql, params=params or None)
     if rel is None:   # a statement without a result (CREATE, SET, ...)
         return pl.DataFrame()
-    return pl.from_arrow(rel.to_arrow_table())
+    df = pl.from_arrow(rel.to_arrow_table())
+    # DuckDB sums of BIGINT are HUGEINT/DECIMAL: whole numbers become Int64, others Float64
+    fix = [pl.col(c).cast(pl.Int64 if t.scale == 0 else pl.Float64)
+           for c, t in df.schema.items() if isinstance(t, pl.Decimal)]
+    return df.with_columns(fix) if fix else df
