@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-import orjson
+import msgspec
 
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -25,7 +25,7 @@ def _load(path: Path) -> dict:
     raw = Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    return orjson.loads(raw)
+    return msgspec.json.decode(raw)
 
 
 def replicate(src: Path, copies: int, out: Path) -> int:
@@ -49,11 +49,11 @@ def replicate(src: Path, copies: int, out: Path) -> int:
     n_steps = sum(1 for e in timed if _STEP.match(str(e.get("name", ""))))
     written = 0
     with open(out, "wb") as f:
-        f.write(orjson.dumps(trace)[:-1])
+        f.write(msgspec.json.encode(trace)[:-1])
         f.write(b', "traceEvents": [\n')
         first = True
         for e in once:
-            f.write((b"" if first else b",\n") + orjson.dumps(e))
+            f.write((b"" if first else b",\n") + msgspec.json.encode(e))
             first = False
             written += 1
         for k in range(copies):
@@ -73,7 +73,7 @@ def replicate(src: Path, copies: int, out: Path) -> int:
                 m = _STEP.match(str(c.get("name", "")))
                 if m and k:
                     c["name"] = f"ProfilerStep#{int(m.group(1)) + k * n_steps}"
-                f.write((b"" if first else b",\n") + orjson.dumps(c))
+                f.write((b"" if first else b",\n") + msgspec.json.encode(c))
                 first = False
                 written += 1
         f.write(b"\n]}\n")
