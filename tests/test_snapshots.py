@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLES
+from conftest import SAMPLES
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("TRACEQ_UPDATE_SNAPSHOTS") == "1"
