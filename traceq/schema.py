@@ -17,7 +17,7 @@ GPU_OPS = pa.schema([
     ("device", I32),
     ("stream", I64),
     ("kind", STR),           # kernel | memcpy | memset | sync
-    ("name", STR),           # kernel name; memcpy/memset: "[CUDA memcpy HtoD]", "[CUDA memset]"
+    ("name", STR),           # kernel name; memcpy/memset: "[CUDA memcpy Host-to-Device]", "[CUDA memset]"
     ("start_ns", I64),
     ("end_ns", I64),
     ("correlation", I64),    # CUPTI correlation id (unique per process) -> host_ops.correlation

@@ -6,7 +6,7 @@
 -- name. Durations are end_ns - start_ns. `pct` is the share of the summed duration of all
 -- listed rows (like nsys "Time (%)"), not of wall time: concurrent kernels both count.
 -- Kernel names are per source: nsys demangledName; Kineto names the copies
--- "Memcpy HtoD (Pageable -> Device)", nsys "[CUDA memcpy HtoD]".
+-- "Memcpy HtoD (Pageable -> Device)", nsys "[CUDA memcpy Host-to-Device]".
 --
 -- Parameters: $run (text), $rank (integer or NULL = every rank of the run).
 --
