@@ -89,7 +89,6 @@ _HOST_KIND = {"cuda_runtime": "runtime", "runtime": "runtime", "xpu_runtime": "r
               "cuda_driver": "driver", "xpu_driver": "driver",
               "cpu_op": "cpu_op", "operator": "cpu_op", "python_function": "python"}
 _REGION_CATS = ("user_annotation", "gpu_user_annotation")
-_SKIP_CATS = ("trace",)
 SYNC_APIS = r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent"
 _STEP = r"^ProfilerStep#(\d+)$"
 _DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
@@ -297,7 +296,11 @@ def _dims(values, i) -> pa.Array:
     return pa.array([v[i] if type(v) is list and len(v) > i and type(v[i]) is int else None for v in values], pa.int64())
 
 
-_GPU_CATS = frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset", "gpu_user_annotation"}
+_GPU_CATS = frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset"}
+_ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation"})
+_OP_CATS = frozenset({"cpu_op", "Operator", "operator", "CPU_OP"})
+_TRACE_CATS = frozenset({"Trace", "trace"})
+_REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
 
@@ -331,20 +334,30 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
     return cols
 
 
-def _batches(evs: list[_Event]) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
-    """(host batch, GPU batch) of one chunk; GPU-only columns exist only in the GPU batch."""
-    kept = [e for e in evs if e.ph in _KEPT_PH and e.ts is not None]
+def _batches(evs: list[_Event]) -> tuple[pa.RecordBatch | None, ...]:
+    """(host, GPU, region) batches of one chunk, routed here so that no table needs a filtered
+    copy later. GPU-only columns exist in the GPU and region batches only. B/E events all stay
+    with the host batch (an E carries no category); `read` moves paired regions out."""
+    kept = [e for e in evs if e.ph in _KEPT_PH and e.ts is not None and e.cat not in _TRACE_CATS]
     gpu = [e for e in kept if e.cat in _GPU_CATS]
-    host = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
-    return (pa.RecordBatch.from_pydict(_columns(host, False)) if host else None,
-            pa.RecordBatch.from_pydict(_columns(gpu, True)) if gpu else None)
+    rest = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
+    marks = [e.ph == "X" and (e.cat in _ANNOTATION_CATS or (e.cat in _OP_CATS and e.name is not None
+                                                          and e.name.startswith(_REGION_PREFIXES)))
+             for e in rest]
+    if any(marks):
+        region = [e for e, m in zip(rest, marks) if m]
+        host = [e for e, m in zip(rest, marks) if not m]
+    else:
+        region, host = [], rest
+    return tuple(pa.RecordBatch.from_pydict(_columns(group, gpu_cols)) if group else None
+                 for group, gpu_cols in ((host, False), (gpu, True), (region, True)))
 
 
-def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Decode the raw event slices chunk by chunk into (host events, GPU events) frames.
+def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[pl.DataFrame, ...]:
+    """Decode the raw event slices chunk by chunk into (host, GPU, region) event frames.
     Each chunk's slices and (when the events live in `mm`) its mapped pages are released
     once decoded, so the JSON text and the columns are never both fully in memory."""
-    host_batches, gpu_batches = [], []
+    groups: tuple[list, list, list] = ([], [], [])
     base = _address(mm) if mm is not None else 0
     done = 0
     for i in range(0, len(raws), _CHUNK):
@@ -353,11 +366,9 @@ def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tupl
             evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
         except msgspec.ValidationError:
             evs = _coerce_chunk(chunk)
-        hb, gb = _batches(evs)
-        if hb is not None:
-            host_batches.append(hb)
-        if gb is not None:
-            gpu_batches.append(gb)
+        for group, batch in zip(groups, _batches(evs)):
+            if batch is not None:
+                group.append(batch)
         if mm is not None:
             end = _address(chunk[-1]) + len(chunk[-1]) - base
             if 0 <= end <= len(mm):
@@ -365,10 +376,10 @@ def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tupl
         del chunk, evs
         raws[i:i + _CHUNK] = [None] * min(_CHUNK, len(raws) - i)   # free the slices as we go
     frames = []
-    for batches, gpu in ((host_batches, False), (gpu_batches, True)):
+    for batches, gpu in zip(groups, (False, True, True)):
         table = pa.Table.from_batches(batches) if batches else pa.Table.from_pydict(_columns([], gpu))
         frames.append(pl.from_arrow(table, rechunk=False))
-    return frames[0], frames[1]
+    return tuple(frames)
 
 
 def _ns(ts_us: pl.Expr) -> pl.Expr:
@@ -454,8 +465,10 @@ def _prepare(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
-    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished").filter(~pl.col("_cat").is_in(list(_GPU_KIND) + list(_REGION_CATS) + list(_SKIP_CATS))
-                  & ~_is_region(ev) & pl.col("pid").is_not_null())
+    """Host events (already routed: no GPU, region or Trace events) -> host_ops."""
+    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished")
+    if h["pid"].null_count():   # pids like "Spans" are not processes
+        h = h.filter(pl.col("pid").is_not_null())
     kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
     kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
     return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
@@ -506,20 +519,24 @@ def read(path: Path) -> Parsed:
     trace.traceEvents = None
     n_events = len(raws)
     recovered = bool(warnings)   # recovered slices are copies, not views of `raw`
-    host_ev, gpu_ev = _events_frames(raws, None if recovered else raw)
+    host_ev, gpu_ev, region_ev = _events_frames(raws, None if recovered else raw)
     del raws
     _trim_heap()
-    host_ev, gpu_ev = _prepare(host_ev), _prepare(gpu_ev)
+    paired = host_ev["ph"].is_in(["B", "E"]).any()
+    host_ev, gpu_ev, region_ev = _prepare(host_ev), _prepare(gpu_ev), _prepare(region_ev)
+    if paired:   # B/E pairs were completed on the host side; annotations among them are regions
+        moved = _is_region(host_ev)
+        region_ev = pl.concat([region_ev, host_ev.filter(moved)], how="diagonal_relaxed")
+        host_ev = host_ev.filter(~moved)
 
     host = _host_ops(host_ev)
+    del host_ev
     main_pid = None
     if host.height:
         main_pid = host.group_by("pid").len().sort("len", descending=True)["pid"][0]
-    regions = _regions(pl.concat([host_ev.filter(_is_region(host_ev)), gpu_ev.filter(_is_region(gpu_ev))],
-                                 how="diagonal_relaxed"))
-    del host_ev
+    regions = _regions(region_ev)
     gpu = _gpu_ops(gpu_ev, host, main_pid)
-    del gpu_ev
+    del gpu_ev, region_ev
 
     info = trace.distributedInfo or {}
     if n_events == 0:
