@@ -22,3 +22,21 @@ def shared_trace(rel: str) -> Path:
 @pytest.fixture
 def store_dir(tmp_path) -> Path:
     return tmp_path / "store"
+
+
+def make_store(path: Path, run: str = "syn", rank: int = 0, **tables: list[dict]):
+    """A store with one rank whose tables are given as lists of row dicts (synthetic tests)."""
+    import pyarrow as pa
+
+    from traceq.store import RankData, Store
+
+    st = Store(path)
+
+    def table(rows):   # every key of every row (from_pylist looks at the first row only)
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        return pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
+
+    data = RankData(run=run, rank=rank, tables={k: table(v) for k, v in tables.items() if v},
+                    source_path=f"{run}.syn", source_sha256=f"{run}-{rank}", source_format="kineto")
+    st.commit([st.stage(data)])
+    return st

@@ -16,13 +16,12 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from conftest import shared_trace
+from conftest import shared_trace, make_store
 from typer.testing import CliRunner
 
 from traceq.analysis.breakdown import breakdown, breakdown_instances, timer_breakdown
-from traceq.store import RankData, Store
+from traceq.store import Store
 
 NSYS_FILES = [
     "nsys/DLProf/nsys_profile.sqlite",
@@ -41,19 +40,6 @@ KINETO_FILES = [
 
 
 # ---------------------------------------------------------------- helpers
-def make_store(path: Path, run: str = "syn", rank: int = 0, **tables: list[dict]) -> Store:
-    """A store with one rank whose tables are given as lists of row dicts."""
-    st = Store(path)
-    def table(rows):   # every key of every row (from_pylist looks at the first row only)
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        return pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
-
-    data = RankData(run=run, rank=rank, tables={k: table(v) for k, v in tables.items() if v},
-                    source_path=f"{run}.syn", source_sha256=f"{run}-{rank}", source_format="kineto")
-    st.commit([st.stage(data)])
-    return st
-
-
 def ingest(path: Path, store_dir: Path) -> Store:
     from traceq.ingest import ingest as do_ingest
 

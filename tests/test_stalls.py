@@ -13,28 +13,15 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from conftest import SAMPLES, shared_trace
+from conftest import SAMPLES, shared_trace, make_store
 from typer.testing import CliRunner
 
 from traceq.analysis.stalls import advice, stalls
-from traceq.store import RankData, Store
+from traceq.store import Store
 
 
 # ---------------------------------------------------------------- helpers
-def make_store(path: Path, run: str = "syn", rank: int = 0, **tables: list[dict]) -> Store:
-    st = Store(path)
-    def table(rows):   # every key of every row (from_pylist looks at the first row only)
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        return pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
-
-    data = RankData(run=run, rank=rank, tables={k: table(v) for k, v in tables.items() if v},
-                    source_path=f"{run}.syn", source_sha256=f"{run}-{rank}", source_format="kineto")
-    st.commit([st.stage(data)])
-    return st
-
-
 def ingest(path: Path, store_dir: Path, run: str = "t") -> Store:
     from traceq.ingest import ingest as do_ingest
 

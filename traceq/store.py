@@ -167,10 +167,6 @@ class Store:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def is_ingested(self, run: str, rank: int, sha256: str) -> bool:
-        return any(r["run"] == run and r["rank"] == rank and r["source_sha256"] == sha256
-                   for r in self.manifest_rows())
-
     def commit(self, staged: list[Staged], *, force: bool = False) -> list[str]:
         """Move staged ranks into place and replace the manifest atomically.
 
@@ -237,20 +233,6 @@ class Store:
     def discard(self, staged: list[Staged]) -> None:
         for st in staged:
             shutil.rmtree(st.staging_dir, ignore_errors=True)
-
-    def remove_run(self, run: str) -> int:
-        """Drop every rank of `run`; returns the number of ranks removed."""
-        with self._locked():
-            rows = self.manifest_rows()
-            gone = [r for r in rows if r["run"] == run]
-            if not gone:
-                return 0
-            rest = [r for r in rows if r["run"] != run]
-            tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
-            pq.write_table(pa.Table.from_pylist(rest, schema=schema.RUNS), tmp)
-            os.replace(tmp, self.manifest_path)
-            self._collect_garbage(rest)
-            return len(gone)
 
     def _collect_garbage(self, rows) -> None:
         """Delete table files the manifest does not reference (left by killed ingests)."""

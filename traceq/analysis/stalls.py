@@ -87,13 +87,6 @@ def _ms(ns) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def _step_words(st: pl.DataFrame) -> str:
-    sources = sorted(set(st["step_source"]))
-    kind = {"ProfilerStep": "steps", "BATCH": "BATCH regions", "DataLoader": "iterations between DataLoader calls",
-            "trace": "whole trace as one step"}
-    return " + ".join(kind.get(s, s) for s in sources)
-
-
 def headline(res: Stalls, scope: Scope) -> str:
     """One line on data loading: the host's data-wait share of step time and the verdict,
     e.g. "DataLoader wait 41.3 % of step time (7 steps, mean step 52.1 ms) — data-bound"."""

@@ -48,11 +48,6 @@ def rank_from_filename(path: str | Path) -> int | None:
 _API_SUFFIX = re.compile(r"_v\d+$")
 
 
-def strip_api_suffix(name: str) -> str:
-    """`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`."""
-    return _API_SUFFIX.sub("", name)
-
-
 def strip_api_suffix_expr(col):
     """The same as a polars expression (vectorised)."""
     return col.str.replace(r"_v\d+$", "")
