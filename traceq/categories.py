@@ -1,44 +1,40 @@
-"""Kernel categories: one ordered rule table (DESIGN §4.2). First matching rule wins.
+"""Kernel categories: one ordered rule table (DESIGN §4.2), data in `rules/categories.toml`.
 
-A rule matches on the op kind and/or a case-insensitive regular expression on the name.
-Users extend it by putting rules in front (`TRACEQ_CATEGORIES` = a TOML file with
-`[[rule]] category = "..." pattern = "..."` entries, see README); categories are assigned
-at ingest, per distinct name, with vectorised regex matching.
+A rule names a category and conditions on the op kind, the kernel's library and identity
+(traceq.kernels.identity) and, only where those cannot tell, the full name; first matching rule
+wins. Users extend the table by putting rules in front (`TRACEQ_CATEGORIES` = a TOML file of
+`[[rule]]` entries in the same format; the old keys `pattern` (= `name`) and `kinds` still work,
+see README). Categories, identities and libraries are assigned at ingest, once per distinct
+(name, kind).
 """
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 import polars as pl
+
+from .kernels.identity import kernel_identity, kernel_library
 
 
 @dataclass(frozen=True)
 class Rule:
     category: str
-    pattern: str | None = None      # regex on the name (case-insensitive)
+    pattern: str | None = None      # regex on the full name (case-insensitive); TOML `name` or `pattern`
     kinds: tuple[str, ...] = ()     # op kinds this rule applies to (empty = any)
+    library: str | None = None      # regex on the library
+    identity: str | None = None     # regex on the identity
 
-
-RULES: list[Rule] = [
-    Rule("sync", kinds=("sync",)),
-    Rule("communication", r"nccl|rccl|hccl|c10d::|allreduce|all_reduce|allgather|reducescatter|alltoall"),
-    Rule("memcpy", kinds=("memcpy",)),
-    Rule("memset", kinds=("memset",)),
-    Rule("memset", r"fillfunctor|fill_kernel|zero_kernel|zeros_kernel|memset"),
-    Rule("transpose", r"nchwtonhwc|nhwctonchw|transpose|permute|cutensor.*(copy|perm)"),
-    Rule("conv", r"conv|scudnn|winograd|fft2d|fft_|dgrad|wgrad|implicit_convolve|implicit_gemm|cudnn::cnn"),
-    Rule("gemm", r"gemm|cutlass|cublas|matmul|nvjet|triton_mm|_mm_|\bgemv|sm\d+_xmma"),
-    Rule("normalization", r"norm|bn_fw|bn_bw|batch_norm|layer_norm|welford|rms"),
-    Rule("attention", r"flash|fmha|attention|attn|sdpa|mha_"),
-    Rule("optimizer", r"multi_tensor_apply|adam|sgd|\blamb\b|lamb_|adagrad|optimizer|_foreach|fused_.*step"),
-    Rule("elementwise", r"elementwise|pointwise|triton_poi|functor|relu|gelu|silu|sigmoid|tanh|activation|dropout|copy_kernel|cast|index_|scatter|gather"),
-    Rule("reduce", r"reduce|reduction|triton_red|triton_per|softmax|sum_kernel|argmax|max_kernel|min_kernel|mean_kernel|cross_entropy|nll_loss"),
-]
 
 DEFAULT_CATEGORY = "other"
-CATEGORIES = ["communication", "memcpy", "memset", "transpose", "gemm", "conv", "normalization",
-              "attention", "optimizer", "elementwise", "reduce", "sync", "other"]
+CATEGORIES = ["communication", "memcpy", "memset", "gemm", "conv", "attention", "normalization",
+              "elementwise", "reduce", "optimizer", "embedding", "transpose", "sort", "rng", "sync", "other"]
+# Categories that are not computation (summary/overlap count everything else as compute).
+NON_COMPUTE = ("communication", "memcpy", "memset", "sync")
 
 # Categories that usually mean avoidable work, with what to do about them.
 ADVICE: dict[str, str] = {
@@ -48,14 +44,44 @@ ADVICE: dict[str, str] = {
     "memcpy": "pageable host copies: pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and use non_blocking=True",
 }
 
+_KEYS = {"category", "pattern", "name", "kinds", "library", "identity", "note"}
+
+
+def parse_rules(doc: dict, source: str) -> list[Rule]:
+    """[[rule]] tables -> Rules; raises TraceqError naming `source` on a malformed rule."""
+    from .errors import TraceqError
+
+    rules = []
+    for r in doc.get("rule", []):
+        unknown = set(r) - _KEYS
+        conditions = [k for k in ("pattern", "name", "kinds", "library", "identity") if k in r]
+        if "category" not in r or not conditions or unknown:
+            raise TraceqError("each [[rule]] needs `category` and at least one of `identity`, `library`, "
+                              "`kinds`, `name` (or `pattern`)" + (f"; unknown key {sorted(unknown)[0]}" if unknown else ""),
+                              source)
+        kinds = r.get("kinds", ())
+        rules.append(Rule(r["category"], r.get("name", r.get("pattern")),
+                          tuple([kinds] if isinstance(kinds, str) else kinds), r.get("library"), r.get("identity")))
+        for pat in (rules[-1].pattern, rules[-1].library, rules[-1].identity):
+            try:
+                re.compile(pat or "")
+            except re.error as exc:
+                raise TraceqError(f"bad regex {pat!r} in a [[rule]] ({exc})", source) from None
+    return rules
+
+
+@lru_cache(maxsize=1)
+def builtin_rules() -> tuple[Rule, ...]:
+    """The package's rule table (traceq/rules/categories.toml)."""
+    text = resources.files("traceq").joinpath("rules/categories.toml").read_text()
+    return tuple(parse_rules(tomllib.loads(text), "traceq/rules/categories.toml"))
+
 
 def user_rules() -> list[Rule]:
     """Rules from the TOML file named by TRACEQ_CATEGORIES (tried before the built-in ones)."""
     path = os.environ.get("TRACEQ_CATEGORIES")
     if not path:
         return []
-    import tomllib
-
     from .errors import TraceqError
 
     try:
@@ -63,33 +89,48 @@ def user_rules() -> list[Rule]:
             doc = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TraceqError(f"cannot read category rules ({exc})", path) from None
-    rules = []
-    for r in doc.get("rule", []):
-        if "category" not in r or not ("pattern" in r or "kinds" in r):
-            raise TraceqError("each [[rule]] needs `category` and `pattern` or `kinds`", path)
-        rules.append(Rule(r["category"], r.get("pattern"), tuple(r.get("kinds", ()))))
-    return rules
+    return parse_rules(doc, path)
+
+
+def _compile(pattern: str | None):
+    return re.compile(pattern, re.I) if pattern else None
+
+
+def classify_one(name: str | None, kind: str | None, identity: str, library: str,
+                 compiled: list) -> str:
+    for category, name_re, kinds_, lib_re, id_re in compiled:
+        if kinds_ and kind not in kinds_:
+            continue
+        if lib_re is not None and not lib_re.search(library):
+            continue
+        if id_re is not None and not id_re.search(identity):
+            continue
+        if name_re is not None and not name_re.search(name or ""):
+            continue
+        return category
+    return DEFAULT_CATEGORY
+
+
+def classify(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None) -> pl.DataFrame:
+    """identity, library and category per (name, kind) row. Everything is computed once per
+    distinct pair (a few hundred in a real trace), then joined back to the rows."""
+    rules = user_rules() + list(builtin_rules()) if rules is None else rules
+    compiled = [(r.category, _compile(r.pattern), r.kinds, _compile(r.library), _compile(r.identity)) for r in rules]
+    rows = pl.DataFrame({"name": names, "kind": kinds}).cast(pl.String)
+    pairs = rows.unique()
+    idents, libs, cats = [], [], []
+    for name, kind in pairs.iter_rows():
+        ident = kernel_identity(name)
+        lib = kernel_library(ident)
+        idents.append(ident)
+        libs.append(lib)
+        cats.append(classify_one(name, kind, ident, lib, compiled))
+    pairs = pairs.with_columns(identity=pl.Series(idents, dtype=pl.String), library=pl.Series(libs, dtype=pl.String),
+                               category=pl.Series(cats, dtype=pl.String))
+    return (rows.join(pairs, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
+            .select("identity", "library", "category"))
 
 
 def categorize(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None) -> pl.Series:
-    """Category per (name, kind) row. Rules are evaluated once per distinct pair (a few
-    hundred in a real trace), then joined back to the rows."""
-    import re
-
-    rules = user_rules() + RULES if rules is None else rules
-    compiled = [(r.category, re.compile(r.pattern, re.I) if r.pattern else None, r.kinds) for r in rules]
-    rows = pl.DataFrame({"name": names, "kind": kinds})
-    pairs = rows.unique()
-
-    def first_match(name: str | None, kind: str | None) -> str:
-        for category, pattern, kinds_ in compiled:
-            if kinds_ and kind not in kinds_:
-                continue
-            if pattern is not None and not pattern.search(name or ""):
-                continue
-            return category
-        return DEFAULT_CATEGORY
-
-    cats = [first_match(n, k) for n, k in pairs.iter_rows()]
-    pairs = pairs.with_columns(category=pl.Series(cats, dtype=pl.String))
-    return rows.join(pairs, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")["category"]
+    """Category per (name, kind) row (see `classify`)."""
+    return classify(names, kinds, rules)["category"]

@@ -30,6 +30,8 @@ GPU_OPS = pa.schema([
     ("block_x", I32), ("block_y", I32), ("block_z", I32),
     ("registers", I32),      # registers per thread
     ("category", STR),       # traceq.categories rule table
+    ("identity", STR),       # kernel function name without return type, template args, params (traceq.kernels.identity)
+    ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
 ])
 
 HOST_OPS = pa.schema([

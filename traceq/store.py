@@ -120,7 +120,12 @@ class Store:
                     files.append(str(self.path / rel))
             if files:
                 listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet({listing}, union_by_name = true)")
+                source = f"read_parquet({listing}, union_by_name = true)"
+                have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+                # A store written before a column was added reads as NULL in that column.
+                missing = "".join(f", NULL::{_DUCK_TYPES.get(str(f.type), 'VARCHAR')} AS {f.name}"
+                                  for f in tschema if f.name not in have)
+                con.execute(f"CREATE VIEW {table} AS SELECT *{missing} FROM {source}")
             else:
                 _empty_view(con, table, _with_run_rank(tschema))
         return con
@@ -260,6 +265,9 @@ def _sql_str(s: str) -> str:
 
 def _with_run_rank(s: pa.Schema) -> pa.Schema:
     return pa.schema([("run", pa.string()), ("rank", pa.int32()), *s])
+
+
+_DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "bool": "BOOLEAN", "double": "DOUBLE"}
 
 
 def _empty_view(con, name: str, s: pa.Schema) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from ..categories import categorize
+from ..categories import classify
 from ..errors import BadInput
 from .common import Parsed, nesting_depth
 
@@ -442,10 +442,10 @@ def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.D
               .group_by("correlation").agg(pl.col("pid").first().alias("_host_pid")))
     g = g.join(launch, on="correlation", how="left")
     g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
-    g = g.with_columns(category=categorize(g["name"], g["kind"]))
+    g = pl.concat([g, classify(g["name"], g["kind"])], how="horizontal")
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
-                    "block_x", "block_y", "block_z", "registers", "category")
+                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
 
 
 def _is_region(ev: pl.DataFrame) -> pl.Expr:

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from .. import schema
-from ..categories import categorize
+from ..categories import classify
 from ..errors import BadInput
 from .common import Parsed, nesting_depth, strip_api_suffix_expr
 
@@ -203,10 +203,10 @@ class _Export:
 
     def gpu_ops(self, raw: dict[str, pl.DataFrame], host: pl.DataFrame) -> pl.DataFrame:
         kernels = raw["kernel"]
-        # Kernel names are categorised once per distinct StringIds id, then joined on the id.
+        # Kernel names are classified once per distinct StringIds id, then joined on the id.
         names = self.strings().filter(pl.col("id").is_in(kernels["name_id"].unique().implode()))
-        names = names.select(name_id="id", name="value", category=categorize(names["value"], pl.repeat(
-            "kernel", names.height, eager=True)))
+        names = pl.concat([names.select(name_id="id", name="value"),
+                           classify(names["value"], pl.repeat("kernel", names.height, eager=True))], how="horizontal")
         kernels = kernels.join(names, on="name_id", how="left", maintain_order="left").drop("name_id")
         kernels = kernels.with_columns(kind=pl.lit("kernel"))
 
@@ -236,7 +236,7 @@ class _Export:
         ).drop("sync", "api")
 
         other = pl.concat([memcpy, memset, sync], how="diagonal_relaxed")
-        other = other.with_columns(category=categorize(other["name"], other["kind"]))
+        other = pl.concat([other, classify(other["name"], other["kind"])], how="horizontal")
         return pl.concat([kernels, other], how="diagonal_relaxed")
 
     def regions(self, last_activity: int | None) -> tuple[pl.DataFrame, int]:

@@ -1,0 +1,1 @@
+"""Kernel names: identity (the function a kernel is) and library (who wrote it)."""
