@@ -96,9 +96,9 @@ def _compile(pattern: str | None):
     return re.compile(pattern, re.I) if pattern else None
 
 
-def classify_one(name: str | None, kind: str | None, identity: str, library: str,
-                 compiled: list) -> str:
-    for category, name_re, kinds_, lib_re, id_re in compiled:
+def first_match(name: str | None, kind: str | None, identity: str, library: str, compiled: list) -> int | None:
+    """Index of the first compiled rule that matches, None when none does."""
+    for i, (_, name_re, kinds_, lib_re, id_re) in enumerate(compiled):
         if kinds_ and kind not in kinds_:
             continue
         if lib_re is not None and not lib_re.search(library):
@@ -107,15 +107,19 @@ def classify_one(name: str | None, kind: str | None, identity: str, library: str
             continue
         if name_re is not None and not name_re.search(name or ""):
             continue
-        return category
-    return DEFAULT_CATEGORY
+        return i
+    return None
+
+
+def compile_rules(rules: list[Rule]) -> list:
+    return [(r.category, _compile(r.pattern), r.kinds, _compile(r.library), _compile(r.identity)) for r in rules]
 
 
 def classify(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None) -> pl.DataFrame:
     """identity, library and category per (name, kind) row. Everything is computed once per
     distinct pair (a few hundred in a real trace), then joined back to the rows."""
     rules = user_rules() + list(builtin_rules()) if rules is None else rules
-    compiled = [(r.category, _compile(r.pattern), r.kinds, _compile(r.library), _compile(r.identity)) for r in rules]
+    compiled = compile_rules(rules)
     rows = pl.DataFrame({"name": names, "kind": kinds}).cast(pl.String)
     pairs = rows.unique()
     idents, libs, cats = [], [], []
@@ -124,7 +128,8 @@ def classify(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None
         lib = kernel_library(ident)
         idents.append(ident)
         libs.append(lib)
-        cats.append(classify_one(name, kind, ident, lib, compiled))
+        hit = first_match(name, kind, ident, lib, compiled)
+        cats.append(DEFAULT_CATEGORY if hit is None else compiled[hit][0])
     pairs = pairs.with_columns(identity=pl.Series(idents, dtype=pl.String), library=pl.Series(libs, dtype=pl.String),
                                category=pl.Series(cats, dtype=pl.String))
     return (rows.join(pairs, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
