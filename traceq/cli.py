@@ -117,6 +117,8 @@ def ingest(
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel workers for a directory (default: CPU count).", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
     output: Annotated[str, typer.Option("--output", "-o", help="Summary as table, json or csv.")] = "table",
+    recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Ingest a whole experiment tree: every trace below DIR, grouped into runs by the parameters in their names (Extra-Deep style cifar10.p8.b64.r2.mpi3.sqlite, or --name-pattern).")] = False,
+    name_pattern: Annotated[Optional[str], typer.Option("--name-pattern", help="With --recursive: regex with named groups read from file names; (?P<rank>..) is the rank, (?P<run>..) the run name, other groups become labels.", show_default=False)] = None,
 ) -> None:
     """Ingest nsys SQLite exports, Kineto/PyTorch traces (.json/.json.gz) or timer logs into the store.
 
@@ -132,10 +134,20 @@ def ingest(
 
     from .ingest import expand, ingest as do_ingest
 
+    assign = None
+    if recursive or name_pattern:
+        from .experiments.params import plan_tree
+
+        if not recursive:
+            fail("--name-pattern needs --recursive")
+        plan = [fp for p in paths for fp in plan_tree(p, name_pattern)]
+        assign = {str(fp.path): (fp.run, fp.labels, fp.rank) for fp in plan}
+        paths = [str(fp.path) for fp in plan]
     progress = _IngestProgress(expand(paths)) if not quiet and sys.stderr.isatty() else None
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
-                            jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes)
+                            jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes,
+                            assign=assign)
     finally:
         if progress is not None:
             progress.stop()
@@ -244,7 +256,8 @@ def hotspots(
 
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer"):
+for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer",
+             "traceq.cli_experiments"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 

@@ -74,11 +74,25 @@ TIMER_STATS = pa.schema([
     ("stdev_s", pa.float64()),
 ])
 
+# Metrics a result file states directly (mila training / milabench results): traceq.experiments.mila.
+METRICS = pa.schema([
+    ("bench", STR),          # benchmark within the file (milabench summary), null = the run itself
+    ("metric", STR),         # step_time | throughput | train | train_item | walltime | ...
+    ("value", pa.float64()), # in `unit`
+    ("unit", STR),           # s | items/s | ...
+    ("samples", I64),        # values behind it (batches timed, or runs summarised)
+    ("sd", pa.float64()),
+    ("min", pa.float64()),
+    ("max", pa.float64()),
+    ("runs", I64),           # runs the value summarises (milabench summary: n), else 1
+])
+
 TABLES: dict[str, pa.Schema] = {
     "gpu_ops": GPU_OPS,
     "host_ops": HOST_OPS,
     "regions": REGIONS,
     "timer_stats": TIMER_STATS,
+    "metrics": METRICS,
 }
 
 # The `runs` manifest: one row per (run, rank).
@@ -88,7 +102,7 @@ RUNS = pa.schema([
     ("world_size", I32),
     ("source_path", STR),
     ("source_sha256", STR),
-    ("source_format", STR),      # nsys | kineto | timer_log | deep500_stats
+    ("source_format", STR),      # nsys | kineto | timer_log | deep500_stats | mila | milabench
     ("format_version", STR),
     ("host", STR),
     ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}

@@ -19,7 +19,7 @@ from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
 from .hashing import sha256_file
 
-FORMATS = ("nsys", "kineto", "timer", "deep500")
+FORMATS = ("nsys", "kineto", "timer", "deep500", "mila")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz")
 
 
@@ -32,6 +32,8 @@ def _reader(fmt: str) -> Callable[[Path], Parsed]:
         from .timers import read_log as read
     elif fmt == "deep500":
         from .timers import read_stats as read
+    elif fmt == "mila":
+        from ..experiments.mila import read
     else:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     return read
@@ -55,6 +57,9 @@ def sniff(path: Path) -> str:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"{") and b'"traceq_timer"' in head.split(b"\n", 1)[0]:
         return "timer"
+    if text.startswith(b"{") and b'"traceEvents"' not in head and (
+            b'"train_rate"' in head or (b'"avg"' in head and b'"unit"' in head)):
+        return "mila"   # mila training results / milabench summary
     if text[:1] in (b"{", b"["):
         return "kineto"
     try:
@@ -136,7 +141,7 @@ def _parse_and_stage(store_path: str, job: _Job) -> Staged:
         run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
         source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,
         world_size=parsed.world_size, host=parsed.host, devices=parsed.devices,
-        clock_offset_ns=parsed.clock_offset_ns, labels=job.labels, warnings=parsed.warnings,
+        clock_offset_ns=parsed.clock_offset_ns, labels={**parsed.labels, **job.labels}, warnings=parsed.warnings,
     )
     staged = Store(store_path).stage(data)
     staged.data.tables = {}   # already on disk; do not ship tables back to the parent
@@ -155,19 +160,29 @@ def ingest(
     jobs: int | None = None,
     on_progress: Callable[[str, Path], None] | None = None,
     hashes: dict | None = None,
+    assign: dict | None = None,
 ) -> list[IngestResult]:
-    """Ingest files or directories (a directory = the ranks of one run). All or nothing."""
+    """Ingest files or directories (a directory = the ranks of one run). All or nothing.
+
+    `assign`: {file path: (run, labels, rank)} from an experiment tree
+    (traceq.experiments.params.plan_tree); `labels` are added to the run's labels."""
     st = store if isinstance(store, Store) else Store(store)
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     files = expand(paths)
-    if rank is not None and len(files) > 1:
+    if rank is not None and len(files) > 1 and not assign:
         raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
     manifest = st.manifest_rows()
     todo: list[_Job] = []
     results: list[IngestResult] = []
     for path, dir_run in files:
         run_name = run or dir_run or default_run_name(path)
+        file_labels, file_rank = dict(labels or {}), rank
+        if assign and str(path) in assign:
+            a_run, a_labels, a_rank = assign[str(path)]
+            run_name = run or a_run
+            file_labels = {**a_labels, **file_labels}
+            file_rank = a_rank if rank is None else rank
         pending = (hashes or {}).get(str(path))   # started early by the caller (hashing.start_hashing)
         try:
             sha = pending.result() if pending is not None else sha256_file(path)
@@ -183,7 +198,7 @@ def ingest(
                 continue
         if fmt == "auto":
             sniff(path)   # fail fast, before any work, on files that are not traces
-        todo.append(_Job(path, run_name, fmt, rank, dict(labels or {}), sha))
+        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha))
     staged: list[Staged] = []
     try:
         if len(todo) > 1 and (jobs or os.cpu_count() or 1) > 1:

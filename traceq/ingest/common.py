@@ -25,6 +25,7 @@ class Parsed:
     devices: list[dict] = field(default_factory=list)
     clock_offset_ns: int = 0
     warnings: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)   # run labels the file itself states (mila results)
 
 
 _RANK_PATTERNS = [

@@ -1,0 +1,89 @@
+"""`traceq compare`: runs side by side, repetitions pooled.
+
+Runs are grouped into configurations: runs whose labels are equal except `rep` are the
+repetitions of one configuration (a run without labels is its own configuration). Per
+configuration and metric (traceq.experiments.metrics: step_time, throughput, data_wait,
+communication, gpu.<category>, region.<name>, imported metrics):
+
+    runs          number of runs with a value
+    mean, sd      mean and sample sd of the runs' values (sd 0 for one run)
+    sd_pct        100 · sd / mean
+    trimmed_mean  mean without one min and one max run (≥ 3 runs; else the mean)
+    change_pct    100 · (mean − baseline mean) / baseline mean, against the baseline
+                  configuration (the first one, or the one holding --baseline RUN)
+"""
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from ..errors import TraceqError
+from . import stats
+from .metrics import run_labels, run_metrics, select_runs
+
+SCHEMA = {"config": pl.Utf8, "metric": pl.Utf8, "unit": pl.Utf8, "runs": pl.Int64, "mean": pl.Float64,
+          "sd": pl.Float64, "sd_pct": pl.Float64, "trimmed_mean": pl.Float64, "change_pct": pl.Float64}
+
+
+def _config_name(runs: list[str], labels: dict) -> str:
+    if len(runs) == 1:
+        return runs[0]
+    stems = {re.sub(r"[._-]r(?:ep)?\d+$", "", r) for r in runs}
+    if len(stems) == 1:
+        return stems.pop()
+    lab = {k: v for k, v in labels.items() if k != "rep"}
+    return ",".join(f"{k}={v}" for k, v in sorted(lab.items())) or runs[0]
+
+
+def configurations(store=None, runs: list[str] | None = None, where: str | None = None) -> dict[str, list[str]]:
+    """{configuration name: [runs]} in the order the runs were given (or by name)."""
+    chosen = select_runs(store, where, runs)
+    if not chosen:
+        raise TraceqError(f"no runs match {where!r}" if where else "the store has no runs")
+    labels = run_labels(store)
+    groups: dict[tuple, list[str]] = {}
+    for r in chosen:
+        lab = {k: v for k, v in labels[r].items() if k != "rep"}
+        key = tuple(sorted(lab.items())) if lab else ("run", r)
+        groups.setdefault(key, []).append(r)
+    return {_config_name(rs, labels[rs[0]]): rs for rs in groups.values()}
+
+
+def compare(store=None, runs: list[str] | None = None, where: str | None = None,
+            baseline: str | None = None) -> pl.DataFrame:
+    configs = configurations(store, runs, where)
+    every = [r for rs in configs.values() for r in rs]
+    if baseline is not None and baseline not in every and baseline not in configs:
+        raise TraceqError(f"--baseline {baseline!r} is not among the compared runs ({', '.join(every)})")
+    base = next((c for c, rs in configs.items() if baseline in rs or baseline == c), None) or next(iter(configs))
+    m = run_metrics(store, every).filter(pl.col("bench").is_null())
+    rows = []
+    for config, rs in configs.items():
+        sub = m.filter(pl.col("run").is_in(rs))
+        for metric in sub["metric"].unique(maintain_order=True).to_list():
+            vals = sub.filter(pl.col("metric") == metric)
+            v = vals["value"].drop_nulls().to_list()
+            mean = stats.mean(v)
+            sd = stats.sd(v)
+            rows.append({"config": config, "metric": metric, "unit": vals["unit"][0], "runs": len(v), "mean": mean,
+                         "sd": sd, "sd_pct": 100 * sd / mean if mean and sd is not None else None,
+                         "trimmed_mean": stats.trimmed_mean(v), "change_pct": None})
+    df = pl.DataFrame(rows, schema=SCHEMA)
+    base_mean = df.filter(pl.col("config") == base).select("metric", pl.col("mean").alias("_base"))
+    df = df.join(base_mean, on="metric", how="left").with_columns(
+        pl.when(pl.col("_base") != 0).then(100 * (pl.col("mean") - pl.col("_base")) / pl.col("_base"))
+        .otherwise(None).alias("change_pct")).drop("_base")
+    order = {c: i for i, c in enumerate(configs)}
+    return df.with_columns(pl.col("metric").map_elements(_metric_rank, return_dtype=pl.Int64).alias("_k"),
+                           pl.col("config").replace_strict(order, return_dtype=pl.Int64).alias("_c")) \
+             .sort("_k", "metric", "_c").drop("_k", "_c")
+
+
+_FIRST = ["step_time", "step_time_trimmed", "throughput", "data_wait", "communication"]
+
+
+def _metric_rank(metric: str) -> int:
+    if metric in _FIRST:
+        return _FIRST.index(metric)
+    return {"gpu": 10, "region": 20, "timer": 30}.get(metric.split(".", 1)[0], 5)

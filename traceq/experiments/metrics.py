@@ -1,0 +1,117 @@
+"""Per-run metrics: one table (run × metric) that compare, model and check read.
+
+Sources, per run:
+- traced runs (nsys, Kineto, traceq timer logs): queries/run_metrics.sql over the run's
+  steps (stalls_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
+  step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>;
+- throughput = batch / step_time, items/s, when the run has a `batch` (or `b`, `bs`,
+  `batch_size`) label;
+- Deep500 `print_all_time_stats` logs (timer_stats): timer.<key> = its median, s; the key
+  BATCH is also step_time when the run has no steps of its own;
+- mila / milabench result files: the stored `metrics` table as it is.
+"""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from .. import queries
+from ..errors import TraceqError
+from ..store import Store, fetch_pl
+
+BATCH_LABELS = ("batch", "b", "bs", "batch_size")
+COLUMNS = {"run": pl.Utf8, "bench": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64, "unit": pl.Utf8,
+           "samples": pl.Int64, "sd": pl.Float64, "min": pl.Float64, "max": pl.Float64, "runs": pl.Int64,
+           "source": pl.Utf8}
+
+
+def _store(store) -> Store:
+    st = store if isinstance(store, Store) else Store(store)
+    if not st.exists():
+        raise TraceqError(f"no traceq store at {st.path}: ingest a trace first (traceq ingest FILE), "
+                          "or point --store / TRACEQ_STORE at one")
+    return st
+
+
+def run_labels(store=None) -> dict[str, dict[str, str]]:
+    """{run: labels} (labels of all ranks merged)."""
+    out: dict[str, dict[str, str]] = {}
+    for row in _store(store).manifest_rows():
+        out.setdefault(row["run"], {}).update(json.loads(row["labels"] or "{}"))
+    return out
+
+
+def parse_where(where: str | None) -> dict[str, str]:
+    """'bench=resnet50,amp=on' -> {'bench': 'resnet50', 'amp': 'on'}."""
+    out = {}
+    for part in (where or "").split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise TraceqError(f"where {where!r}: expected key=value[,key=value...]")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def select_runs(store=None, where: str | dict | None = None, runs: list[str] | None = None) -> list[str]:
+    labels = run_labels(store)
+    sel = parse_where(where) if isinstance(where, str) or where is None else where
+    names = list(runs) if runs else sorted(labels)
+    missing = [r for r in names if r not in labels]
+    if missing:
+        raise TraceqError(f"no run named {missing[0]!r} in the store (runs: {', '.join(sorted(labels))})")
+    return [r for r in names if all(labels[r].get(k) == v or (k == "run" and r == v) for k, v in sel.items())]
+
+
+def _trace_rows(st: Store, run: str) -> list[dict]:
+    from ..analysis.scope import open_scope
+    from ..analysis.stalls import stalls_scoped
+
+    scope = open_scope(st, run)
+    steps = stalls_scoped(scope).steps
+    if steps.height == 0:
+        return []
+    scope.con.register("xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns").to_arrow())
+    scope.con.execute("CREATE OR REPLACE TEMP TABLE xm_steps AS SELECT * FROM xm_steps_df")
+    df = fetch_pl(scope.con, queries.load("run_metrics"), {"run": run})
+    return df.with_columns(pl.lit(1, pl.Int64).alias("runs")).to_dicts()
+
+
+def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
+    """One row per (run, bench, metric); columns as COLUMNS (value in `unit`)."""
+    st = _store(store)
+    manifest = st.manifest_rows()
+    names = list(runs) if runs else sorted({r["run"] for r in manifest})
+    con = st.connect()
+    stored = fetch_pl(con, "SELECT run, bench, metric, value, unit, samples, sd, min, max, runs, "
+                           "'metrics' AS source FROM metrics")
+    timers = fetch_pl(con, "SELECT run, key, median(median_s) AS value, count(*) AS samples FROM timer_stats "
+                           "GROUP BY run, key")
+    labels = run_labels(st)
+    rows: list[dict] = []
+    for run in names:
+        ranks = [r for r in manifest if r["run"] == run]
+        traced = any((r["n_gpu_ops"] or 0) + (r["n_host_ops"] or 0) + (r["n_regions"] or 0) for r in ranks)
+        mine = [dict(r, run=run, bench=None) for r in _trace_rows(st, run)] if traced else []
+        for t in timers.filter(pl.col("run") == run).iter_rows(named=True):
+            base = {"run": run, "bench": None, "unit": "s", "value": t["value"], "samples": t["samples"], "runs": 1,
+                    "source": "timer_stats"}
+            mine.append({**base, "metric": f"timer.{t['key']}"})
+            if t["key"].upper() == "BATCH" and not any(m["metric"] == "step_time" for m in mine):
+                mine.append({**base, "metric": "step_time"})
+        mine.extend(stored.filter(pl.col("run") == run).to_dicts())
+        batch = next((labels.get(run, {}).get(k) for k in BATCH_LABELS if labels.get(run, {}).get(k)), None)
+        have = {(m["bench"], m["metric"]) for m in mine}
+        for m in list(mine):
+            if m["metric"] == "step_time" and batch and (m["bench"], "throughput") not in have and m["value"]:
+                try:
+                    items = float(batch)
+                except ValueError:
+                    continue
+                mine.append({**m, "metric": "throughput", "value": items / m["value"], "unit": "items/s",
+                             "sd": None, "min": None, "max": None, "source": f"batch/{m['source']}"})
+        rows.extend(mine)
+    df = pl.DataFrame([{k: r.get(k) for k in COLUMNS} for r in rows], schema=COLUMNS)
+    return df.sort("run", "bench", "metric", nulls_last=False)
