@@ -48,6 +48,11 @@ def compare(
             keep = keep | (pl.col("metric").str.starts_with(m[:-1]) if m.endswith("*") else pl.col("metric") == m)
         df = df.filter(keep)
     configs = df["config"].unique(maintain_order=True).to_list()
+    if fmt == "table":   # seconds are read more easily as ms on screen; json/csv keep SI units
+        ms = pl.col("unit") == "s"
+        df = df.with_columns(*[pl.when(ms).then(pl.col(c) * 1e3).otherwise(pl.col(c)).alias(c)
+                               for c in ("mean", "sd", "trimmed_mean")],
+                             pl.when(ms).then(pl.lit("ms")).otherwise(pl.col("unit")).alias("unit"))
     emit(df, fmt, headline=f"{len(configs)} configuration(s): {', '.join(configs)}; change_pct against "
                            f"{configs[0] if not baseline else baseline}")
 

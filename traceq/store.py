@@ -102,8 +102,10 @@ class Store:
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
 
-    def connect(self):
-        """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats."""
+    def connect(self, runs: list[str] | None = None):
+        """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats, metrics.
+        `runs`: the table views read only these runs' files (faster on a store of many runs;
+        the `runs` view still lists every run)."""
         import duckdb
 
         con = duckdb.connect(":memory:")
@@ -115,6 +117,8 @@ class Store:
         for table, tschema in schema.TABLES.items():
             files = []
             for row in rows:
+                if runs is not None and row["run"] not in runs:
+                    continue
                 rel = json.loads(row["files"] or "{}").get(table)
                 if rel:
                     files.append(str(self.path / rel))

@@ -60,12 +60,13 @@ def resolve_run(con, run: str | None, store: Store) -> str:
 
 
 def open_scope(store: Store | str | None = None, run: str | None = None, rank: int | None = None,
-               steps: str | None = None) -> Scope:
+               steps: str | None = None, *, only_run: bool = False) -> Scope:
+    """`only_run`: the connection's table views hold only `run` (given) - faster on big stores."""
     st = store if isinstance(store, Store) else Store(store)
     if not st.exists():
         raise TraceqError(f"no traceq store at {st.path}: ingest a trace first (traceq ingest FILE), "
                           "or point --store / TRACEQ_STORE at one")
-    con = st.connect()
+    con = st.connect(runs=[run] if only_run and run is not None else None)
     run = resolve_run(con, run, st)
     ranks = [r[0] for r in con.execute("SELECT rank FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()]
     if rank is not None and rank not in ranks:

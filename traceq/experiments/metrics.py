@@ -69,7 +69,7 @@ def _trace_rows(st: Store, run: str) -> list[dict]:
     from ..analysis.scope import open_scope
     from ..analysis.stalls import stalls_scoped
 
-    scope = open_scope(st, run)
+    scope = open_scope(st, run, only_run=True)
     steps = stalls_scoped(scope).steps
     if steps.height == 0:
         return []

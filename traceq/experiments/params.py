@@ -9,7 +9,8 @@ Extra-Deep / Extra-P naming (the default): the path below the experiment folder,
 - `r<N>` is the repetition (label `rep`);
 - `<letters><number>` is a parameter (label `<letters>` = number), also several glued
   together as Extra-P allows (`x1y2z3`);
-- any other token is part of the application name (label `app`).
+- the first token, when more follow, is the application (label `app`), as is any token
+  that is not a parameter; a name of one token is parameters only with two or more pairs.
 
 A user pattern (`--name-pattern`) is a Python regular expression with named groups searched
 in the file name: group `rank` is the rank, group `run` the run name, every other group a
@@ -59,8 +60,8 @@ def _parse_tokens(tokens: list[str], labels: dict[str, str], app: list[str], kep
             rank = int(m.group(1))
             continue
         kept.append(tok)
-        if n == 0 and len(tokens) > 1:      # [PREFIX "."] PARAMETER-VALUE-PAIRS: the application
-            app.append(tok)
+        if n == 0 and (len(tokens) > 1 or len(_PARAM_PAIR.findall(tok)) < 2):
+            app.append(tok)   # [PREFIX "."] PARAMETER-VALUE-PAIRS; a lone `resnet50` is a name, `x1y2` not
         elif m := _REP_TOKEN.fullmatch(tok):
             labels["rep"] = m.group(1)
         elif re.fullmatch(r"(?:[A-Za-z_]+\d+(?:,\d+)?)+", tok):
