@@ -48,13 +48,19 @@ def compare(
             keep = keep | (pl.col("metric").str.starts_with(m[:-1]) if m.endswith("*") else pl.col("metric") == m)
         df = df.filter(keep)
     configs = df["config"].unique(maintain_order=True).to_list()
-    if fmt == "table":   # seconds are read more easily as ms on screen; json/csv keep SI units
-        ms = pl.col("unit") == "s"
-        df = df.with_columns(*[pl.when(ms).then(pl.col(c) * 1e3).otherwise(pl.col(c)).alias(c)
-                               for c in ("mean", "sd", "trimmed_mean")],
-                             pl.when(ms).then(pl.lit("ms")).otherwise(pl.col("unit")).alias("unit"))
+    if fmt == "table":
+        df = _seconds_as_ms(df, ("mean", "sd", "trimmed_mean"))
     emit(df, fmt, headline=f"{len(configs)} configuration(s): {', '.join(configs)}; change_pct against "
                            f"{configs[0] if not baseline else baseline}")
+
+
+def _seconds_as_ms(df, cols):
+    """Table output only: values in s shown in ms (json/csv keep SI units)."""
+    import polars as pl
+
+    ms = pl.col("unit") == "s"
+    return df.with_columns(*[pl.when(ms).then(pl.col(c) * 1e3).otherwise(pl.col(c)).alias(c) for c in cols],
+                           pl.when(ms).then(pl.lit("ms")).otherwise(pl.col("unit")).alias("unit"))
 
 
 def _point(spec: str, params: list[str]) -> dict[str, float]:
@@ -109,7 +115,7 @@ def model(
         with open(export_extrap, "w") as f:
             json.dump(res.extrap, f, indent=1)
     if fmt == "json":
-        sys.stdout.write(json.dumps(res.model.to_json(res.metric, preds)) + "\n")
+        sys.stdout.write(json.dumps(res.model.to_json(res.metric, preds), ensure_ascii=False) + "\n")
         return
     m = res.model
     headline = (f"{res.metric} = {m.formula()}   (SMAPE {m.smape_pct:.2f} %, cross-validated {m.cv_smape_pct:.2f} %, "
@@ -149,7 +155,8 @@ def check(
     else:
         import polars as pl
 
-        emit(res.rows, fmt, headline=f"check {'PASSED' if res.passed else 'FAILED'}: {res.rows.height} target(s), "
+        rows = _seconds_as_ms(res.rows, ("result", "sd", "target")) if fmt == "table" else res.rows
+        emit(rows, fmt, headline=f"check {'PASSED' if res.passed else 'FAILED'}: {res.rows.height} target(s), "
                                      f"targets {targets}")
         if fmt == "table":
             emit(pl.DataFrame(res.gates, schema={"rule": pl.Utf8, "value": pl.Float64, "limit": pl.Float64,

@@ -130,7 +130,7 @@ def evaluate(rows: list[dict], gate: dict) -> tuple[list[dict], list[dict], bool
          "passed": bool(runs) and min(runs) >= gate["min_runs"]},
         {"rule": f"sd_pct_p{SD_PERCENTILE} < max_sd_pct", "value": sd_p, "limit": gate["max_sd_pct"],
          "passed": sd_p is not None and sd_p < gate["max_sd_pct"]},
-        {"rule": "mean diff_pct >= -tolerance_pct", "value": mean_diff, "limit": -tol,
+        {"rule": "mean diff_pct >= -tolerance_pct", "value": mean_diff, "limit": -tol if tol else 0.0,
          "passed": mean_diff is not None and mean_diff >= -tol},
     ]
     return rows, gates, all(g["passed"] for g in gates) and all(r["passed"] for r in rows)

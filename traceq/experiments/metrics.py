@@ -13,6 +13,7 @@ Sources, per run:
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 
@@ -58,11 +59,16 @@ def parse_where(where: str | None) -> dict[str, str]:
 def select_runs(store=None, where: str | dict | None = None, runs: list[str] | None = None) -> list[str]:
     labels = run_labels(store)
     sel = parse_where(where) if isinstance(where, str) or where is None else where
-    names = list(runs) if runs else sorted(labels)
+    names = list(runs) if runs else sorted(labels, key=natural_key)
     missing = [r for r in names if r not in labels]
     if missing:
         raise TraceqError(f"no run named {missing[0]!r} in the store (runs: {', '.join(sorted(labels))})")
     return [r for r in names if all(labels[r].get(k) == v or (k == "run" and r == v) for k, v in sel.items())]
+
+
+def natural_key(name: str) -> list:
+    """Sort key with numbers compared as numbers: p8 before p16."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
 
 
 def _trace_rows(st: Store, run: str) -> list[dict]:
@@ -83,7 +89,7 @@ def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
     """One row per (run, bench, metric); columns as COLUMNS (value in `unit`)."""
     st = _store(store)
     manifest = st.manifest_rows()
-    names = list(runs) if runs else sorted({r["run"] for r in manifest})
+    names = list(runs) if runs else sorted({r["run"] for r in manifest}, key=natural_key)
     con = st.connect()
     stored = fetch_pl(con, "SELECT run, bench, metric, value, unit, samples, sd, min, max, runs, "
                            "'metrics' AS source FROM metrics")

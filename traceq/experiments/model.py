@@ -2,8 +2,9 @@
 
     f(x_1..x_m) = c0 + Σ_k c_k · Π_l x_l^{i_kl} · log2(x_l)^{j_kl}
 
-Single parameter (Extra-P's Basic modeler): every hypothesis c0 + c1·x^i·log2(x)^j with i
-from POLY_EXPONENTS and j from LOG_EXPONENTS (not both 0), plus the constant c0, is fitted
+Single parameter (Extra-P's Basic modeler): every hypothesis c0 + c1·x^i·log2(x)^j with (i, j)
+one of Extra-P's default building blocks (BUILDING_BLOCKS: 42 pairs from i in POLY_EXPONENTS,
+j in LOG_EXPONENTS), plus the constant c0, is fitted
 by linear least squares to the mean over repetitions at each measurement point. The chosen
 hypothesis has the smallest SMAPE of leave-one-out cross-validation (each point predicted by
 the hypothesis fitted without it); ties go to the simpler one (fewer terms, then smaller
@@ -11,7 +12,7 @@ exponents).
 
 Several parameters (Extra-P's multi-parameter modeler): the best single-parameter term of
 each parameter is found on the measurement line of that parameter (the other parameters held
-at the value with most points); the hypotheses are then every sum of products of those terms
+at the values with most points, the largest of those); the hypotheses are then every sum of products of those terms
 that uses each non-constant parameter (for two: f1·f2, f1+f2, f1·f2+f1, f1·f2+f2,
 f1·f2+f1+f2), fitted on all points and selected by the same cross-validated SMAPE.
 
@@ -33,6 +34,15 @@ POLY_EXPONENTS = [Fraction(0), Fraction(1, 4), Fraction(1, 3), Fraction(1, 2), F
                   Fraction(7, 4), Fraction(2), Fraction(9, 4), Fraction(7, 3), Fraction(5, 2), Fraction(8, 3),
                   Fraction(11, 4), Fraction(3)]
 LOG_EXPONENTS = [0, 1, 2]
+# The (i, j) pairs of Extra-P's default single-parameter building blocks (4.x, log terms
+# allowed): a curated subset of POLY_EXPONENTS x LOG_EXPONENTS, e.g. p^(7/4)·log2(p) is not
+# one. Searching exactly these makes traceq choose what Extra-P chooses on the same data.
+BUILDING_BLOCKS = [(Fraction(n, d), j) for n, d, j in [
+    (0, 1, 1), (0, 1, 2), (1, 4, 0), (1, 3, 0), (1, 4, 1), (1, 3, 1), (1, 4, 2), (1, 3, 2), (1, 2, 0), (1, 2, 1),
+    (1, 2, 2), (2, 3, 0), (3, 4, 0), (2, 3, 1), (3, 4, 1), (4, 5, 0), (2, 3, 2), (3, 4, 2), (1, 1, 0), (1, 1, 1),
+    (1, 1, 2), (5, 4, 0), (5, 4, 1), (4, 3, 0), (4, 3, 1), (3, 2, 0), (3, 2, 1), (3, 2, 2), (5, 3, 0), (7, 4, 0),
+    (2, 1, 0), (2, 1, 1), (2, 1, 2), (9, 4, 0), (7, 3, 0), (5, 2, 0), (5, 2, 1), (5, 2, 2), (8, 3, 0), (11, 4, 0),
+    (3, 1, 0), (3, 1, 1)]]
 MIN_POINTS_PER_PARAM = 5
 
 # A term: {param index: (i, j)}; a hypothesis: a tuple of terms (the constant is implicit).
@@ -156,10 +166,8 @@ def _select(x: np.ndarray, y: np.ndarray, hypotheses) -> tuple:
 
 def single_hypotheses(k: int = 0):
     yield ()
-    for i in POLY_EXPONENTS:
-        for j in LOG_EXPONENTS:
-            if i or j:
-                yield ({k: (i, j)},)
+    for i, j in BUILDING_BLOCKS:
+        yield ({k: (i, j)},)
 
 
 def best_single_term(x: np.ndarray, y: np.ndarray) -> dict | None:
@@ -187,14 +195,15 @@ def multi_hypotheses(terms: dict[int, tuple]):
 
 def _line(xs: np.ndarray, k: int) -> np.ndarray:
     """Indices of the points on the measurement line of parameter k: the other parameters at
-    the combination with the most distinct values of k (ties: smallest values)."""
+    the combination with the most distinct values of k (ties: the largest values, where a
+    parameter's own term stands out most against the constant)."""
     others = [c for c in range(xs.shape[1]) if c != k]
     if not others:
         return np.arange(len(xs))
     groups: dict[tuple, list[int]] = {}
     for idx, row in enumerate(xs):
         groups.setdefault(tuple(row[others]), []).append(idx)
-    key = max(groups, key=lambda g: (len({xs[i, k] for i in groups[g]}), [-v for v in g]))
+    key = max(groups, key=lambda g: (len({xs[i, k] for i in groups[g]}), list(g)))
     return np.array(groups[key])
 
 
