@@ -111,8 +111,8 @@ def model_json(tree_store):
 def test_model_recovers_the_law_and_predicts_the_held_back_point(tree_store):
     from traceq.experiments.modeling import measurements
 
-    xs, reps, nruns = measurements(tree_store / "store", ["p"], "step_time", "b=64")
-    assert nruns == 18 and xs == [[float(p)] for p in RANKS + (64,)]
+    xs, reps, nruns, unit = measurements(tree_store / "store", ["p"], "step_time", "b=64")
+    assert nruns == 18 and unit == "s" and xs == [[float(p)] for p in RANKS + (64,)]
     # fit on p <= 32 only (p = 64 held back) and compare with the law C0 + C1*b * p*log2(p)
     keep = [i for i, x in enumerate(xs) if x[0] <= 32]
     m = pmnf.fit(["p"], [xs[i] for i in keep], [reps[i] for i in keep])

@@ -120,11 +120,22 @@ def model(
     m = res.model
     headline = (f"{res.metric} = {m.formula()}   (SMAPE {m.smape_pct:.2f} %, cross-validated {m.cv_smape_pct:.2f} %, "
                 f"adj. R² {m.r2_adj:.4f}, {m.points} points, {res.runs} runs)")
-    emit(res.points, fmt, headline=headline)
+    points = res.points
+    if fmt == "table" and res.unit == "s" and not strong_scaling:   # seconds shown as ms on screen
+        import polars as pl
+
+        points = points.with_columns([(pl.col(c) * 1e3).alias(c) for c in ("mean", "sd", "model")]) \
+                       .rename({"mean": "mean (ms)", "sd": "sd (ms)", "model": "model (ms)"})
+    emit(points, fmt, headline=headline)
     if preds:
         import polars as pl
 
-        emit(pl.DataFrame(preds), fmt, title="predictions (low/high: ±2σ from cross-validation and repetitions)")
+        pdf = pl.DataFrame(preds).with_columns([pl.col(p).cast(pl.Int64) for p in param
+                                                 if all(float(v).is_integer() for v in pl.DataFrame(preds)[p])])
+        if fmt == "table" and res.unit == "s" and not strong_scaling:
+            pdf = pdf.with_columns([(pl.col(c) * 1e3).alias(c) for c in ("value", "low", "high")]) \
+                     .rename({"value": "value (ms)", "low": "low (ms)", "high": "high (ms)"})
+        emit(pdf, fmt, title="predictions (low/high: ±2σ from cross-validation and repetitions)")
 
 
 @app.command()

@@ -25,10 +25,11 @@ class ModelRun:
     extrap: dict
     runs: int
     warnings: list[str]
+    unit: str = ""
 
 
 def measurements(store, params: list[str], metric: str, where: str | None = None):
-    """(xs, reps, run count): the parameter points and their repeated values."""
+    """(xs, reps, run count, unit): the parameter points and their repeated values."""
     runs = select_runs(store, where)
     labels = run_labels(store)
     runs = [r for r in runs if all(p in labels[r] for p in params)]
@@ -51,7 +52,7 @@ def measurements(store, params: list[str], metric: str, where: str | None = None
         if row["value"] is not None:
             points.setdefault(key, []).append(float(row["value"]))
     keys = sorted(points)
-    return [list(k) for k in keys], [points[k] for k in keys], m.height
+    return [list(k) for k in keys], [points[k] for k in keys], m.height, m["unit"][0]
 
 
 def _is_number(s: str) -> bool:
@@ -68,7 +69,7 @@ def model_runs(store, params: list[str], metric: str = "step_time", where: str |
         raise TraceqError("--param: each parameter once")
     if len(params) > 3:
         raise TraceqError("--param: at most 3 parameters")
-    xs, reps, nruns = measurements(store, params, metric, where)
+    xs, reps, nruns, unit = measurements(store, params, metric, where)
     times = [np.array(r) for r in reps]
     values = [list(np.array(r) * x[0]) for r, x in zip(reps, xs)] if strong_scaling else reps
     name = f"{metric}×{params[0]}" if strong_scaling else metric
@@ -91,6 +92,7 @@ def model_runs(store, params: list[str], metric: str = "step_time", where: str |
             .with_columns((pl.col("_t0") / pl.col("_t")).alias("speedup")) \
             .with_columns((pl.col("speedup") * pl.col("_p0") / pl.col(p0)).alias("efficiency")) \
             .drop("_p0", "_t0")
-    df = df.drop("_t")
+    df = df.drop("_t").with_columns([pl.col(p).cast(pl.Int64) for p in params
+                                     if all(float(v).is_integer() for v in df[p])])
     return ModelRun(model, name, df, pmnf.extrap_json(params, xs, values, "step" if not metric.startswith("region.")
-                                                      else metric[7:], name), nruns, [])
+                                                      else metric[7:], name), nruns, [], unit)
