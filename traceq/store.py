@@ -3,7 +3,8 @@
 Layout under the store folder:
 
     runs.parquet                                  the manifest: one row per (run, rank)
-    <table>/run=<run>/rank=<N>/<ingest id>.parquet one file per run/rank/table (zstd)
+    <table>/run=<run>/rank=<N>/<ingest id>.parquet one file per run/rank/table (zstd);
+                                                  <run> percent-encoded (see `run_dir`)
     .staging/                                     files being written by an ingest
     .lock                                         held while the manifest is replaced
 
@@ -17,15 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
-import re
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -46,8 +48,19 @@ def resolve_store_path(path: str | Path | None = None) -> Path:
     return Path(env) if env else Path(DEFAULT_STORE)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "_"
+def run_dir(run: str) -> str:
+    """The folder name of a run: `run=` + the name percent-encoded (reversible, collision-free).
+
+    The folder is only where the files live: the run name itself is a column inside every
+    table file and in the manifest, and the views read it from there (never from the path).
+    Names whose encoding is too long for a folder name are cut and suffixed with a hash.
+    """
+    enc = quote(run, safe="")
+    if enc.startswith("."):
+        enc = "%2E" + enc[1:]
+    if len(enc) > 160:
+        enc = enc[:120] + "~" + hashlib.sha256(run.encode()).hexdigest()[:16]
+    return f"run={enc}"
 
 
 @dataclass
@@ -111,7 +124,7 @@ class Store:
         con = duckdb.connect(":memory:")
         rows = self.manifest_rows()
         if rows:
-            con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))})")
+            con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, hive_partitioning = false)")
         else:
             _empty_view(con, "runs", schema.RUNS)
         for table, tschema in schema.TABLES.items():
@@ -124,7 +137,7 @@ class Store:
                     files.append(str(self.path / rel))
             if files:
                 listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
-                source = f"read_parquet({listing}, union_by_name = true)"
+                source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
                 have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
                 # A store written before a column was added reads as NULL in that column.
                 missing = "".join(f", NULL::{_DUCK_TYPES.get(str(f.type), 'VARCHAR')} AS {f.name}"
@@ -207,7 +220,7 @@ class Store:
                 ingest_id = st.staging_dir.name
                 rel_files = {}
                 for table, fname in st.files.items():
-                    rel = Path(table) / f"run={_slug(d.run)}" / f"rank={d.rank}" / f"{ingest_id}.parquet"
+                    rel = Path(table) / run_dir(d.run) / f"rank={d.rank}" / f"{ingest_id}.parquet"
                     (self.path / rel).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(st.staging_dir / fname, self.path / rel)
                     rel_files[table] = str(rel)
