@@ -260,15 +260,29 @@ def _add_table(sec: Section, t: Table | None, kind: str) -> None:
         sec.tables.append(t)
 
 
+def count_devices(rows: list[dict]) -> dict[str, int]:
+    """Distinct devices per name. Every rank of a node may list all the node's GPUs (Kineto's
+    deviceProperties, nsys TARGET_INFO_GPU), so a device is counted once per (host, uuid or id);
+    one without an id counts once for its rank."""
+    seen: set = set()
+    devices: dict[str, int] = {}
+    for r in rows:
+        for i, d in enumerate(json.loads(r.get("devices") or "[]")):
+            if not d.get("name"):
+                continue
+            ident = d.get("uuid") or d.get("id")
+            key = (r.get("host"), ident) if ident is not None else (r.get("host"), "rank", r.get("rank"), i)
+            if key not in seen:
+                seen.add(key)
+                devices[d["name"]] = devices.get(d["name"], 0) + 1
+    return devices
+
+
 def _facts(manifest: pl.DataFrame) -> list[tuple[str, str]]:
     """What the store knows about the run that is safe to show: no paths beyond the file
     name, no environment (the store keeps none)."""
     rows = manifest.to_dicts()
-    devices: dict[str, int] = {}
-    for r in rows:
-        for d in json.loads(r.get("devices") or "[]"):
-            if d.get("name"):
-                devices[d["name"]] = devices.get(d["name"], 0) + 1
+    devices = count_devices(rows)
     labels: dict[str, str] = {}
     for r in rows:
         labels.update(json.loads(r.get("labels") or "{}"))
