@@ -58,3 +58,20 @@ def test_devices_are_counted_once_per_node(tmp_path):
 def test_devices_without_ids_count_per_rank():
     rows = [{"host": None, "rank": r, "devices": json.dumps([{"name": "MI300X"}])} for r in range(2)]
     assert count_devices(rows) == {"MI300X": 2}
+
+
+def test_reingest_without_run_names_the_run_it_is_already_in(tmp_path):
+    store = tmp_path / "store"
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes((SAMPLES / "nsys_sample.sqlite").read_bytes())
+    ingest([SAMPLES / "nsys_sample.sqlite"], store, run="resnet 50 (amp)")
+    again = ingest([copy], store)   # same content under another file name, no --run
+    assert [(r.run, r.status) for r in again] == [("resnet 50 (amp)", "unchanged")]
+    assert again[0].note == "already in the store as run 'resnet 50 (amp)' rank 0"
+    assert [r["run"] for r in Store(store).manifest_rows()] == ["resnet 50 (amp)"]
+    r = CliRunner().invoke(app, ["ingest", str(copy), "--store", str(store), "-q"])
+    assert r.exit_code == 0 and "already in the store as run 'resnet 50 (amp)' rank 0" in r.output
+    # an explicit --run is a deliberate second run; --force without --run replaces in place
+    assert ingest([copy], store, run="second")[0].status == "added"
+    assert ingest([copy], store, force=True)[0].run in ("resnet 50 (amp)", "second")
+    assert sorted(r["run"] for r in Store(store).manifest_rows()) == ["resnet 50 (amp)", "second"]

@@ -154,6 +154,8 @@ def ingest(
     for r in results:
         for w in r.warnings:
             warn(f"{r.path}: {w}")
+        if r.note:
+            sys.stderr.write(f"traceq: {r.path}: {r.note} (--force re-ingests it)\n")
     if quiet:
         return
     from .render import emit

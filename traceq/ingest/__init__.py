@@ -118,6 +118,7 @@ class IngestResult:
     status: str          # added | replaced | unchanged
     counts: dict[str, int]
     warnings: list[str]
+    note: str | None = None   # why nothing was done ("already in the store as run 'x' rank 0")
 
 
 @dataclass
@@ -188,11 +189,15 @@ def ingest(
             sha = pending.result() if pending is not None else sha256_file(path)
         except OSError as exc:
             raise BadInput(exc.strerror or str(exc), path) from None
+        if run is None:   # no --run: a file already in the store stays in the run it is in
+            same = [r["run"] for r in manifest if r["source_sha256"] == sha]
+            if same and run_name not in same:
+                run_name = same[0]
         if not force:
             hit = next((r for r in manifest if r["run"] == run_name and r["source_sha256"] == sha), None)
             if hit is not None:
                 results.append(IngestResult(str(path), run_name, hit["rank"], hit["source_format"], "unchanged",
-                                            {}, []))
+                                            {}, [], note=f"already in the store as run {run_name!r} rank {hit['rank']}"))
                 if on_progress:
                     on_progress("done", path)
                 continue
