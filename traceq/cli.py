@@ -203,15 +203,17 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL over the views runs, gpu_ops, host_ops, regions, timer_stats.", show_default=False)],
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
+    allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, CREATE, ATTACH, SET, INSTALL …), never into the store.")] = False,
 ) -> None:
-    """Run any SQL (DuckDB dialect) over the store's views.
+    """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
+    than queries are refused unless --allow-writes, and nothing may write into the store.
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
     from .analyses import sql as run_sql
     from .render import emit
 
-    emit(run_sql(query, store), fmt)
+    emit(run_sql(query, store, allow_writes=allow_writes), fmt)
 
 
 # ---------------------------------------------------------------- hotspots

@@ -32,12 +32,18 @@ def runs(store=None) -> pl.DataFrame:
     return fetch_pl(st.connect(), RUNS_SQL)
 
 
-def sql(query: str, store=None) -> pl.DataFrame:
+def sql(query: str, store=None, *, allow_writes: bool = False) -> pl.DataFrame:
+    """Run DuckDB SQL over the store's views. Queries only, unless `allow_writes` (then any
+    statement that names no path inside the store); see `traceq.sql_guard`."""
     import duckdb
 
+    from ..sql_guard import check
+
     st = store if isinstance(store, Store) else Store(store)
+    con = st.connect()
+    check(con, query, st.path, allow_writes=allow_writes)
     try:
-        return fetch_pl(st.connect(), query)
+        return fetch_pl(con, query)
     except duckdb.Error as exc:
         msg = str(exc).strip().splitlines()[0]
         raise TraceqError(f"sql: {msg}") from None
