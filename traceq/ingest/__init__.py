@@ -97,7 +97,8 @@ def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
 
 
 def default_run_name(path: Path) -> str:
-    """The file stem, or the directory name for files named only by their rank (rank0.json)."""
+    """The file stem without a trailing rank (`prof.mpi3` -> `prof`), or the directory name
+    for files named only by their rank (rank0.json)."""
     name = path.name
     stem = path.stem
     for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite", ".jsonl", ".txt", ".gz", ".db"):
@@ -106,7 +107,9 @@ def default_run_name(path: Path) -> str:
             break
     if re.fullmatch(r"(rank|worker|r)[-_.]?\d+", stem, re.I) and path.resolve().parent.name:
         return path.resolve().parent.name
-    return stem
+    # `nsys -o prof.mpi%q{SLURM_PROCID}` (Extra-Deep), `prof_rank3`: the ranks of one run `prof`
+    base = re.sub(r"[-_.](mpi|rank|worker)[-_.]?\d+$", "", stem, flags=re.I)
+    return base or stem
 
 
 @dataclass

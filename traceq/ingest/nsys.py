@@ -66,7 +66,8 @@ SYNC_APIS = {
 BLOCKING_SYNC_APIS = [api for api in SYNC_APIS if api != "cudaEventQuery"]   # host_ops kind sync_api
 NVTX_RANGES = (59, 60, 70, 71)   # NvtxPushPopRange, NvtxStartEndRange, NVTXT push/pop and start/end
 NVTX_DOMAIN_CREATE = 75
-RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK")   # in this order of trust
+# in this order of trust; LOCAL_RANK (the rank within a node) only when nothing else says
+RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "LOCAL_RANK")
 NO_KERNELS = "no CUDA kernel activity in this export"
 NO_STREAM = 0xFFFFFFFF   # streamId of sync records that wait on no particular stream
 _KEYWORDS = {"IN", "AND", "OR", "NOT", "IS", "NULL"}
@@ -285,17 +286,36 @@ class _Export:
         return None
 
     def rank(self) -> tuple[int | None, list[str]]:
-        """MPI_RANKS, else the first of RANK_VARS set in the capture environment."""
+        """MPI_RANKS, else the first of RANK_VARS set in the capture environment
+        (TARGET_INFO_SYSTEM_ENV or, nsys 2024+, META_DATA_CAPTURE)."""
         if "rank" in self.columns("MPI_RANKS"):
             ranks = sorted(r for (r,) in self.con.execute("SELECT DISTINCT rank FROM MPI_RANKS") if r is not None)
             if len(ranks) == 1:
                 return int(ranks[0]), []
             if ranks:
                 return None, [f"export holds MPI ranks {ranks}; the rank comes from --rank or the file name"]
+        found: dict[str, set[int]] = {}
+        for var, number in self._rank_variables():
+            found.setdefault(var, set()).add(number)
+        for var in RANK_VARS:
+            if var in found:
+                if len(found[var]) > 1:
+                    return None, [f"capture environment holds {var} = {sorted(found[var])} (several processes); "
+                                  "the rank comes from --rank or the file name"]
+                return next(iter(found[var])), []
+        return None, []
+
+    def _rank_variables(self) -> list[tuple[str, int]]:
+        """(variable, value) of the rank variables in the capture environment; the rest of the
+        environment is filtered out inside SQLite or dropped right here, never kept.
+
+        - TARGET_INFO_SYSTEM_ENV: one `NAME=value;NAME=value...` row named DeviceEnvironment
+          (nsys 2021-2023), or one row per variable;
+        - META_DATA_CAPTURE (nsys 2024+): one row per variable of each profiled process,
+          name `PROCESS_<n>:ENVIRONMENT_VARIABLE`, value `NAME="value"`.
+        """
+        out: list[tuple[str, int]] = []
         if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
-            # The environment is one `NAME=value;NAME=value...` row named DeviceEnvironment; only
-            # the rank variables are taken from it, the rest is dropped right here.
-            found: dict[str, int] = {}
             wanted = ("DeviceEnvironment",) + RANK_VARS
             rows = self.con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN "
                                     f"({', '.join('?' * len(wanted))})", wanted).fetchall()
@@ -304,12 +324,17 @@ class _Export:
                     pairs = re.findall(rf"(?:^|;)({'|'.join(RANK_VARS)})=(\d+)(?=;|$)", value or "")
                 else:
                     pairs = [(name, value.strip())] if (value or "").strip().isdigit() else []
-                for var, number in pairs:
-                    found.setdefault(var, int(number))
-            for var in RANK_VARS:
-                if var in found:
-                    return found[var], []
-        return None, []
+                out.extend((var, int(number)) for var, number in pairs)
+        if {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
+            like = " OR ".join("value LIKE ?" for _ in RANK_VARS)
+            rows = self.con.execute(
+                "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS\\_%:ENVIRONMENT\\_VARIABLE' ESCAPE '\\' "
+                f"AND ({like})", [f"{v}=%" for v in RANK_VARS]).fetchall()
+            for (value,) in rows:
+                m = re.fullmatch(rf"({'|'.join(RANK_VARS)})=\"?\s*(\d+)\s*\"?", value or "")
+                if m:
+                    out.append((m.group(1), int(m.group(2))))
+        return out
 
     def host(self) -> str | None:
         if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
