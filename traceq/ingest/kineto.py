@@ -82,8 +82,16 @@ _EVENTS = msgspec.json.Decoder(list[_Event])
 _ANY_LIST = msgspec.json.Decoder(list[Any])
 
 # category (lower-cased) -> (table, kind)
+# Device activity of other accelerators goes to gpu_ops too: MTIA's on-device events are
+# `mtia_ccp_events` (Kineto MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and
+# GPU-event patterns list it). Their device is the trace pid ("MTIA 9"), their stream the tid
+# when args carry none; `_MTIA_KIND` refines the kind by name.
 _GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync"}
+             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync",
+             "mtia_ccp_events": "kernel"}
+# MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
+# `event_wait`/`event_record` (stream-event waits and markers); the rest are kernels
+_MTIA_KIND = ((r"^dma", "memcpy"), (r"^event_(wait|record)$", "sync"))
 _HOST_KIND = {"cuda_runtime": "runtime", "runtime": "runtime", "xpu_runtime": "runtime",
               "mtia_runtime": "runtime", "privateuse1_runtime": "runtime", "glow_runtime": "runtime",
               "cuda_driver": "driver", "xpu_driver": "driver",
@@ -426,6 +434,10 @@ def _copy_kinds(name: pl.Expr, arg_kind: pl.Expr) -> list[pl.Expr]:
 def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.DataFrame:
     g = ev.filter(pl.col("_cat").is_in(list(_GPU_KIND)))
     g = g.with_columns(kind=pl.col("_cat").replace_strict(_GPU_KIND, default="kernel"))
+    mtia = pl.col("_cat") == "mtia_ccp_events"
+    for pattern, kind in _MTIA_KIND:
+        g = g.with_columns(kind=pl.when(mtia & pl.col("name").str.contains(pattern)).then(pl.lit(kind))
+                           .otherwise("kind"))
     g = g.with_columns(
         device=pl.coalesce("device", pl.col("pid")).cast(pl.Int32),
         stream=pl.coalesce("stream", pl.col("tid")),
