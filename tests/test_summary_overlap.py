@@ -239,19 +239,21 @@ def test_summary_hta_window_on_synthetic_trace(synthetic_store):
 
 def test_overlap_default_window_on_synthetic_trace(synthetic_store):
     # comm = [50,180) = 130; compute ∪ = [0,100) ∪ [150,200); overlapped = [50,100) + [150,180) = 80;
-    # exposed = 50; overlap = 80/130. Steps that launched ops: #1 (160) and #2 (240) -> 400 µs;
+    # exposed = 50; overlap = 80/130. Steps that launched ops: #1 [0,160) whose ops run to 200
+    # -> span [0,200), and #2 [160,400) -> rank step time |[0,200) ∪ [160,400)| = 400 µs;
     # exposed share of step time = 50/400.
     row = overlap(synthetic_store).row(0, named=True)
     assert (row["comm_ops"], row["comm_ns"], row["overlapped_ns"], row["exposed_ns"]) == (1, 130_000, 80_000, 50_000)
     assert row["overlap_pct"] == pytest.approx(100 * 80 / 130)
     assert (row["steps"], row["step_ns"]) == (2, 400_000)
     assert row["exposed_step_pct"] == pytest.approx(12.5)
-    # per step: step 1 launched gemm, nccl, elementwise -> the same 130/80/50 over a 160 µs step;
+    # per step: step 1 launched gemm, nccl, elementwise -> the same 130/80/50 over the step's
+    # span [0,200) (its CPU span [0,160) plus the elementwise kernel running to 200);
     # step 2 launched only the memcpy -> no communication.
     steps = overlap(synthetic_store, by="step")
     s1, s2 = steps.sort("step").iter_rows(named=True)
-    assert (s1["step"], s1["comm_ns"], s1["overlapped_ns"], s1["step_ns"]) == (1, 130_000, 80_000, 160_000)
-    assert s1["exposed_step_pct"] == pytest.approx(100 * 50 / 160)
+    assert (s1["step"], s1["comm_ns"], s1["overlapped_ns"], s1["step_ns"]) == (1, 130_000, 80_000, 200_000)
+    assert s1["exposed_step_pct"] == pytest.approx(100 * 50 / 200)
     assert (s2["step"], s2["comm_ns"], s2["overlap_pct"], s2["step_ns"]) == (2, 0, None, 240_000)
     # the HTA window gives the same overlap here (the dropped ops are not comm/compute)
     assert overlap(synthetic_store, window="hta")["overlap_pct"][0] == pytest.approx(100 * 80 / 130)
@@ -281,3 +283,39 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     assert "61.5 % overlapped with compute" in res.output.splitlines()[0]
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store), "--window", "bogus"])
     assert res.exit_code == 2 and "--window" in res.output
+
+
+def test_exposed_share_of_step_time_never_exceeds_100_pct(tmp_path):
+    """Issue 8, defect 5: a collective launched at the end of a short step runs long after it
+    (and one launched outside every step): exposed comm was 305 µs "of" a 100 µs CPU step
+    (305 %). The denominator now holds the GPU work the step launched."""
+    def x(cat, name, ts, dur, pid, tid, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": BASE + ts, "dur": dur, "args": args}
+
+    ev = [
+        x("user_annotation", "ProfilerStep#5", 0, 100, 1, 1),
+        x("user_annotation", "ProfilerStep#6", 100, 50, 1, 1),
+        x("cuda_runtime", "cudaLaunchKernel", 10, 2, 1, 1, correlation=1),
+        x("cuda_runtime", "cudaLaunchKernel", 90, 2, 1, 1, correlation=2),
+        x("cuda_runtime", "cudaLaunchKernel", 120, 2, 1, 1, correlation=3),
+        x("cuda_runtime", "cudaLaunchKernel", 500, 2, 1, 1, correlation=4),   # after the last step
+        x("kernel", "gemm_kernel", 15, 60, 0, 7, stream=7, correlation=1, device=0),
+        x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 95, 305, 0, 20, stream=20, correlation=2, device=0),
+        x("kernel", "gemm_kernel", 400, 10, 0, 7, stream=7, correlation=3, device=0),
+        x("kernel", "ncclDevKernel_AllGather_RING_LL", 600, 50, 0, 20, stream=20, correlation=4, device=0),
+    ]
+    path = tmp_path / "late_comm.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    ingest([path], store=tmp_path / "s")
+    s5, s6 = overlap(tmp_path / "s", by="step").sort("step").iter_rows(named=True)
+    # step 5: CPU [0,100), its ops [15,75) and [95,400) -> span [0,400) = 400; exposed = 305 (no compute under it)
+    assert (s5["step"], s5["exposed_ns"], s5["step_ns"]) == (5, 305_000, 400_000)
+    assert s5["exposed_step_pct"] == pytest.approx(100 * 305 / 400)
+    # step 6: CPU [100,150), its gemm [400,410) -> span [100,410) = 310; no communication
+    assert (s6["step"], s6["exposed_ns"], s6["step_ns"]) == (6, 0, 310_000)
+    row = overlap(tmp_path / "s").row(0, named=True)
+    # rank: exposed = 305 + 50 = 355; time = |[0,400) ∪ [100,410) ∪ comm [95,400) ∪ [600,650)| = 410 + 50
+    assert (row["exposed_ns"], row["step_ns"]) == (355_000, 460_000)
+    assert row["exposed_step_pct"] == pytest.approx(100 * 355 / 460)
+    out = CliRunner().invoke(app, ["overlap", "--store", str(tmp_path / "s")]).output
+    assert "exposed 355.0 µs (77.2 % of step time)" in out

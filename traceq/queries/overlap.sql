@@ -9,9 +9,16 @@
 --   overlapped_ns    = |(∪ comm) ∩ (∪ compute)|   (comm time during which compute also runs)
 --   exposed_ns       = comm_ns − overlapped_ns     (comm time nothing hides)
 --   overlap_pct      = 100 · overlapped / comm     (NULL when there is no communication)
---   step_ns          = CPU duration of the ProfilerStep (step row); on a rank row the summed
---                      durations of the steps that launched its ops
---   exposed_step_pct = 100 · exposed / step_ns     (exposed comm as a share of step time)
+--   step_ns          = step time including the GPU work the step launched. A step row: the
+--                      step's span, from the ProfilerStep's start (or its first op's, if
+--                      earlier) to its end (or the end of the last op it launched, if later):
+--                      GPU work launched late in a step runs past the CPU step. A rank row:
+--                      the time covered by the spans of the steps that launched its ops and by
+--                      its communication (some may be launched outside every step).
+--   exposed_step_pct = 100 · exposed / step_ns     (exposed comm as a share of step time).
+--                      Never above 100 %: exposed comm lies inside the group's comm, which
+--                      lies inside step_ns (an earlier denominator, the CPU step alone, gave
+--                      114.6 % on a real trace whose steps' collectives outlived them).
 -- Every stream of the rank is pooled, as in HTA. With --steps, a rank row holds the ops that
 -- start inside the selected steps (as in every analysis) and step rows are given for the
 -- selected steps only. A rank without ops has no row.
@@ -34,7 +41,7 @@
 --   exposed_step_pct  100 · exposed / step_ns, %
 
 CREATE OR REPLACE TEMP TABLE overlap_steps AS   -- ProfilerSteps of the scope (CPU spans)
-    SELECT r.rank, r.step, r.end_ns - r.start_ns AS step_ns
+    SELECT r.rank, r.step, r.start_ns, r.end_ns
     FROM regions r JOIN scope_window w ON w.rank = r.rank
     WHERE r.run = $run AND r.source = 'step' AND r.domain IS NULL AND r.step IS NOT NULL
       AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))
@@ -57,6 +64,20 @@ CREATE OR REPLACE TEMP TABLE overlap_comm_union AS SELECT * FROM iv_union('overl
 
 CREATE OR REPLACE TEMP TABLE overlap_compute_union AS SELECT * FROM iv_union('overlap_compute_iv');
 
+CREATE OR REPLACE TEMP TABLE overlap_step_spans AS   -- each step with the ops it launched
+    SELECT s.rank, s.step, least(s.start_ns, min(o.start_ns)) AS start_ns,
+           greatest(s.end_ns, max(o.end_ns)) AS end_ns
+    FROM overlap_steps s JOIN overlap_ops o ON o.rank = s.rank AND o.step = s.step
+    GROUP BY s.rank, s.step, s.start_ns, s.end_ns;
+
+CREATE OR REPLACE TEMP TABLE overlap_rank_time_iv AS   -- rank rows: step spans ∪ communication
+    SELECT rank::BIGINT * 4294967296 AS key, start_ns, end_ns FROM overlap_step_spans WHERE $by <> 'step'
+    UNION ALL
+    SELECT key, start_ns, end_ns FROM overlap_comm_union
+    WHERE $by <> 'step' AND key // 4294967296 IN (SELECT rank FROM overlap_step_spans);
+
+CREATE OR REPLACE TEMP TABLE overlap_rank_time AS SELECT * FROM iv_union('overlap_rank_time_iv');
+
 WITH
 groups AS (
     SELECT key, any_value(rank) AS rank, any_value(step) AS step,
@@ -69,11 +90,11 @@ both_ AS (
     SELECT key, sum(end_ns - start_ns) AS overlapped_ns
     FROM iv_intersect('overlap_comm_union', 'overlap_compute_union') GROUP BY key
 ),
-launched_steps AS (   -- per rank: the steps that launched ops, and their total duration
-    SELECT s.rank, count(*) AS steps, sum(s.step_ns)::BIGINT AS step_ns
-    FROM overlap_steps s
-    WHERE EXISTS (SELECT 1 FROM overlap_ops o WHERE o.rank = s.rank AND o.step = s.step)
-    GROUP BY s.rank
+launched_steps AS (   -- per rank: the steps that launched ops, and the time they cover
+    SELECT rank, count(*) AS steps FROM overlap_step_spans GROUP BY rank
+),
+rank_time AS (
+    SELECT key // 4294967296 AS rank, sum(end_ns - start_ns)::BIGINT AS step_ns FROM overlap_rank_time GROUP BY 1
 ),
 m AS (
     SELECT g.rank, CASE WHEN $by = 'step' THEN g.step END AS step, g.comm_ops,
@@ -88,10 +109,11 @@ m AS (
 r AS (
     SELECT m.*, m.comm_ns - m.overlapped_ns AS exposed_ns,
            CASE WHEN $by = 'step' THEN 1 ELSE coalesce(l.steps, 0) END AS steps,
-           CASE WHEN $by = 'step' THEN s.step_ns ELSE l.step_ns END AS step_ns
+           CASE WHEN $by = 'step' THEN s.end_ns - s.start_ns ELSE t.step_ns END AS step_ns
     FROM m
     LEFT JOIN launched_steps l ON l.rank = m.rank
-    LEFT JOIN overlap_steps s ON s.rank = m.rank AND s.step = m.step
+    LEFT JOIN rank_time t ON t.rank = m.rank
+    LEFT JOIN overlap_step_spans s ON s.rank = m.rank AND s.step = m.step
 )
 SELECT rank::INTEGER AS rank, step, steps, comm_ops, comm_ns, compute_ns, overlapped_ns, exposed_ns,
        100.0 * overlapped_ns / nullif(comm_ns, 0) AS overlap_pct,
