@@ -312,7 +312,7 @@ def test_steps_window_keeps_regions_starting_inside(tmp_path):
     regions = [_region("ProfilerStep#1", 0, 100, source="step", step=1), _region("ProfilerStep#2", 100, 200, source="step", step=2),
                _region("a", 10, 20), _region("a", 110, 120), _region("a", 120, 130)]
     st = make_store(tmp_path / "s", regions=regions)
-    assert by_name(breakdown(st, steps="1"))["a"]["instances"] == 2
+    assert by_name(breakdown(st, steps="2"))["a"]["instances"] == 2   # ProfilerStep#2 (step numbers)
     assert by_name(breakdown(st))["ProfilerStep"]["instances"] == 2
 
 

@@ -209,7 +209,7 @@ def test_min_gap_threshold_and_per_step_split(gap_store):
 
 
 def test_steps_window_clips_gaps(gap_store):
-    res = stalls(gap_store, steps="1")
+    res = stalls(gap_store, steps="2")   # step numbers, as the steps table shows them
     assert res.steps["step"].to_list() == [2]
     assert res.gaps.height == 0   # [250k, 300k] has no busy interval before it inside the window
 

@@ -260,10 +260,10 @@ def test_overlap_default_window_on_synthetic_trace(synthetic_store):
 
 
 def test_steps_option_limits_the_window(synthetic_store):
-    # --steps 1 = ProfilerStep#2's span [160, 400): ops starting inside it are the memcpy only.
-    row = summary(synthetic_store, steps="1").row(0, named=True)
+    # --steps 2 = ProfilerStep#2's span [160, 400): ops starting inside it are the memcpy only.
+    row = summary(synthetic_store, steps="2").row(0, named=True)
     assert (row["ops"], row["span_ns"], row["compute_ns"]) == (1, 20_000, 0)
-    assert overlap(synthetic_store, steps="1", by="step")["step"].to_list() == [2]
+    assert overlap(synthetic_store, steps="2", by="step")["step"].to_list() == [2]
 
 
 def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):

@@ -52,7 +52,9 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", show_default=False)]
 RunOpt = Annotated[Optional[str], typer.Option("--run", help="Run to analyse (default: the most recently ingested).", show_default=False)]
 RankOpt = Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank of the run).", show_default=False)]
-StepsOpt = Annotated[Optional[str], typer.Option("--steps", help="ProfilerStep window A:B, 0-based like a Python slice (e.g. 3:8).", show_default=False)]
+StepsOpt = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Steps A to B, both included, by the step numbers the tables show (ProfilerStep#N, else 0-based), e.g. 5:10, 7, 5:.", show_default=False)]
+StepPatternOpt = Annotated[Optional[str], typer.Option("--step-pattern", metavar="REGEX", help="Steps are the regions (NVTX ranges, annotations) whose name matches REGEX; numbered by the last number in their names.", show_default=False)]
+SkipFirstOpt = Annotated[int, typer.Option("--skip-first", metavar="N", help="Leave out the first N steps of each rank (warm-up).")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output: table, json (list of row objects) or csv.")]
 
 
@@ -223,6 +225,8 @@ def hotspots(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     top: Annotated[int, typer.Option("--top", "-n", help="Show the N longest (0 = all).")] = 20,
     category: Annotated[Optional[str], typer.Option("--category", "-c", help="Only these categories, comma-separated (e.g. transpose,memset).", show_default=False)] = None,
     fmt: FormatOpt = "table",
@@ -244,7 +248,7 @@ def hotspots(
         unknown = [c for c in cats if c not in CATEGORIES]
         if unknown:
             fail(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
-    scope = open_scope(store, run, rank, steps)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
     everything = hotspots_scoped(scope)
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli import FormatOpt, RankOpt, RunOpt, StepsOpt, StoreOpt, app, fail
+from .cli import FormatOpt, RankOpt, RunOpt, SkipFirstOpt, StepPatternOpt, StepsOpt, StoreOpt, app, fail
 
 WindowOpt = Annotated[str, typer.Option(
     "--window", "-w",
@@ -41,6 +41,8 @@ def summary(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     window: WindowOpt = "all",
     fmt: FormatOpt = "table",
 ) -> None:
@@ -59,7 +61,7 @@ def summary(
 
     _check_format(fmt)
     _check_window(window)
-    scope = open_scope(store, run, rank, steps)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
     df = summary_scoped(scope, window)
     emit(df, fmt, headline=headline(df, scope, window) if fmt == "table" else None)
     if fmt != "table" and df.height == 0:
@@ -73,6 +75,8 @@ def overlap(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     window: WindowOpt = "all",
     by: Annotated[str, typer.Option("--by", help="rank: one row per rank; step: one row per rank and ProfilerStep "
                                                  "(ops grouped by the step that launched them); across: one row "
@@ -94,7 +98,7 @@ def overlap(
     _check_format(fmt)
     _check_window(window)
     _check_by(by)
-    scope = open_scope(store, run, rank, steps)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
     prepare_overlap(scope, window)
     ranks = overlap_rows(scope, "rank")
     across = across_ranks(ranks, scope.con)
@@ -181,6 +185,8 @@ def diff(
     store: StoreOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     top: Annotated[int, typer.Option("--top", "-n", help="Show the N largest kernel and region changes (0 = all).")] = 20,
     only: Annotated[Optional[str], typer.Option("--only", help="Print one table: categories, kernels, regions or headline.", show_default=False)] = None,
     fmt: FormatOpt = "table",
@@ -205,8 +211,8 @@ def diff(
     names = ("headline", *TABLES)
     if only is not None and only not in names:
         fail(f"--only {only!r}: choose {', '.join(names)}")
-    a = open_scope(store, run_a, rank, steps)
-    b = open_scope(a.store, run_b, rank, steps)
+    a = open_scope(store, run_a, rank, steps, step_pattern, skip_first)
+    b = open_scope(a.store, run_b, rank, steps, step_pattern, skip_first)
     result = diff_scoped(a, b, top or None)
     wanted = [only] if only else list(names)
     if fmt == "json":

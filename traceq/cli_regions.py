@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli import FormatOpt, RankOpt, RunOpt, StepsOpt, StoreOpt, app, fail
+from .cli import FormatOpt, RankOpt, RunOpt, SkipFirstOpt, StepPatternOpt, StepsOpt, StoreOpt, app, fail
 
 BY_CHOICES = ("all", "nvtx", "annotation", "step", "dataloader", "timer")
 TABLE_CHOICES = ("both", "causes", "steps", "gaps")
@@ -22,6 +22,8 @@ def breakdown(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     by: Annotated[str, typer.Option("--by", help="Region kind: all, nvtx, annotation, step, dataloader or timer.")] = "all",
     top: Annotated[int, typer.Option("--top", "-n", help="Show the N regions with the most CPU time (0 = all).")] = 30,
     fmt: FormatOpt = "table",
@@ -49,7 +51,7 @@ def breakdown(
 
     if by not in BY_CHOICES:
         fail(f"--by {by!r}: choose from {', '.join(BY_CHOICES)}")
-    scope = open_scope(store, run, rank, steps)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
     if by == "timer":
         df = bd.timer_scoped(scope)
         if fmt != "table":
@@ -116,6 +118,8 @@ def stalls(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="Smallest GPU idle gap to count, µs.")] = 50.0,
     data_pattern: Annotated[Optional[str], typer.Option("--data-pattern", help="Regex: regions whose name matches also count as data loading (e.g. 'load|decode').", show_default=False)] = None,
     table: Annotated[str, typer.Option("--table", help="Which table: both (causes and steps), causes, steps or gaps (every gap). JSON with 'both' is an object {causes: [...], steps: [...]}; CSV needs one table.")] = "both",
@@ -150,7 +154,7 @@ def stalls(
         fail(f"--table {table!r}: choose from {', '.join(TABLE_CHOICES)}")
     if fmt == "csv" and table == "both":
         fail("--format csv writes one table: add --table causes, --table steps or --table gaps")
-    scope = open_scope(store, run, rank, steps)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
     res = sa.stalls_scoped(scope, min_gap_us, data_pattern)
     if fmt != "table":
         if table == "both":

@@ -59,23 +59,26 @@ def timer_scoped(scope: Scope) -> pl.DataFrame:
 
 
 def breakdown(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-              by: str = "all") -> pl.DataFrame:
+              by: str = "all", *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Per region name (and source, NVTX domain): instances, unfinished, cpu_total_ns,
     cpu_mean_ns, gpu_instances, gpu_ops, gpu_proj_ns, gpu_busy_ns, gpu_busy_per_cpu.
     `by`: all | nvtx | annotation | step | dataloader | timer. Sorted by CPU time."""
-    return breakdown_scoped(open_scope(store, run, rank, steps), by)
+    return breakdown_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), by)
 
 
 def breakdown_instances(store=None, run: str | None = None, rank: int | None = None,
-                        steps: str | None = None, by: str = "all") -> pl.DataFrame:
+                        steps: str | None = None, by: str = "all", *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """One row per region instance with the GPU ops it launched and their projection."""
-    return instances_scoped(open_scope(store, run, rank, steps), by)
+    return instances_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), by)
 
 
 def timer_breakdown(store=None, run: str | None = None, rank: int | None = None,
-                    steps: str | None = None) -> pl.DataFrame:
+                    steps: str | None = None, *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Per timer key: count and min/mean/median/max/stdev of CPU and GPU durations (ns)."""
-    return timer_scoped(open_scope(store, run, rank, steps))
+    return timer_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first))
 
 
 def _ms(ns) -> str:

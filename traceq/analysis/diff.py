@@ -77,14 +77,15 @@ def diff_scoped(a: Scope, b: Scope, top: int | None = None) -> dict[str, pl.Data
 
 
 def diff(store=None, run_a: str | None = None, run_b: str | None = None, rank: int | None = None,
-         steps: str | None = None, top: int | None = None) -> dict[str, pl.DataFrame]:
+         steps: str | None = None, top: int | None = None, *,
+        step_pattern: str | None = None, skip_first: int = 0) -> dict[str, pl.DataFrame]:
     """Compare run B against run A (the baseline): per category, per kernel name and per region
     name, count and total time in A and B, deltas and status (appeared / disappeared / changed /
     unchanged); plus a one-row `headline` with GPU time, summary idle/compute % and overlap % of
     each run and their deltas. `rank` and `steps` apply to both runs; `top` keeps the N largest
     kernel and region changes."""
-    a = open_scope(store, run_a, rank, steps)
-    b = open_scope(a.store, run_b, rank, steps)
+    a = open_scope(store, run_a, rank, steps, step_pattern, skip_first)
+    b = open_scope(a.store, run_b, rank, steps, step_pattern, skip_first)
     return diff_scoped(a, b, top)
 
 

@@ -40,10 +40,11 @@ def hotspots_scoped(scope: Scope, top: int | None = None, categories: list[str] 
 
 
 def hotspots(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-             top: int | None = None, categories: list[str] | None = None) -> pl.DataFrame:
+             top: int | None = None, categories: list[str] | None = None, *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Per GPU kernel/copy name: category, count, total/mean/median/min/max/stddev (ns), % of GPU op time,
     and `advice` for avoidable categories. One row per name; sorted by total time."""
-    return hotspots_scoped(open_scope(store, run, rank, steps), top, categories)
+    return hotspots_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), top, categories)
 
 
 def headline(df: pl.DataFrame, scope: Scope) -> str:

@@ -65,12 +65,13 @@ def overlap_scoped(scope: Scope, window: str = "all", by: str = "rank") -> pl.Da
 
 
 def overlap(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-            window: str = "all", by: str = "rank") -> pl.DataFrame:
+            window: str = "all", by: str = "rank", *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Communication time, the part of it overlapped by compute kernels, the exposed rest and
     overlap_pct = 100·overlapped/comm (HTA's definition), per rank (`by="rank"`), per rank and
     ProfilerStep (`by="step"`), or summarised across ranks (`by="across"`). `window="hta"`
     reproduces HTA 0.5.0's get_comm_comp_overlap."""
-    return overlap_scoped(open_scope(store, run, rank, steps), window, by)
+    return overlap_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), window, by)
 
 
 def _ms(ns) -> str:

@@ -1,9 +1,15 @@
-"""Which run, ranks and steps an analysis looks at (`--run`, `--rank`, `--steps`).
+"""Which run, ranks and steps an analysis looks at (`--run`, `--rank`, `--steps`,
+`--step-pattern`, `--skip-first`).
 
 `open_scope` opens the store, picks the run (default: the most recently ingested one),
 and registers a temp table `scope_window(rank, lo_ns, hi_ns)` with, per rank, the time
-window to analyse: the whole rank, or the span of the selected ProfilerSteps. Analyses
-join on it, so every analysis honours the same scope the same way.
+window to analyse: the whole rank, or the span of the selected steps. Analyses join on it,
+so every analysis honours the same scope the same way.
+
+Steps come from queries/steps.sql (one source per rank: --step-pattern regions, else
+ProfilerStep#N, else timer BATCH, else DataLoader iterations) and carry the numbers the
+tables show. `--skip-first N` drops each rank's first N steps (warm-up), then
+`--steps A:B` keeps steps A to B, both included.
 """
 from __future__ import annotations
 
@@ -23,6 +29,23 @@ class Scope:
     run: str
     rank: int | None
     steps: str | None
+    step_pattern: str | None = None
+    skip_first: int = 0
+    _steps_ready: bool = False
+
+    def _register_steps(self, chosen: pl.DataFrame) -> None:
+        self.con.register("scope_steps_df", chosen.to_arrow())
+        self.con.execute("CREATE OR REPLACE TEMP TABLE scope_steps AS SELECT * FROM scope_steps_df")
+        self.con.unregister("scope_steps_df")
+        self._steps_ready = True
+
+    def ensure_steps(self) -> None:
+        """Temp table scope_steps(rank, step, step_source, start_ns, end_ns): the steps of the
+        scope (all of them when neither --steps nor --skip-first narrowed it)."""
+        if not self._steps_ready:
+            every = step_list(self.con, self.run, self.step_pattern)
+            self._register_steps(every.filter(pl.col("rank").is_in(
+                [self.rank] if self.rank is not None else every["rank"].unique().to_list())))
 
     def df(self, sql: str, params: dict | None = None) -> pl.DataFrame:
         p = {"run": self.run, "rank": self.rank}
@@ -33,18 +56,66 @@ class Scope:
         return fetch_pl(self.con, sql, used)
 
 
-def parse_steps(spec: str | None) -> slice | None:
-    """'3:8' -> slice(3, 8); '5' -> slice(5, 6); ':4', '-3:' work like Python slices."""
-    if spec is None or spec == "":
+def parse_steps(spec: str | None) -> tuple[int | None, int | None] | None:
+    """Step numbers as the tables show them, both ends inclusive: '5:10' -> steps 5..10,
+    '7' -> step 7, '5:' -> 5 and later, ':10' -> up to 10."""
+    if spec is None or spec.strip() == "":
         return None
-    m = re.fullmatch(r"\s*(-?\d*)\s*(?::\s*(-?\d*)\s*)?", spec)
-    if not m:
-        raise TraceqError(f"--steps {spec!r}: expected A:B (0-based, like a Python slice), e.g. 3:8")
-    a, b = m.group(1), m.group(2)
-    if ":" not in spec:
-        i = int(a)
-        return slice(i, i + 1 if i != -1 else None)
-    return slice(int(a) if a else None, int(b) if b else None)
+    m = re.fullmatch(r"\s*(\d*)\s*(:\s*(\d*)\s*)?", spec)
+    if not m or (not m.group(1) and not m.group(2)):
+        raise TraceqError(f"--steps {spec!r}: expected step numbers as the tables show them, "
+                          "N or A:B (both included), e.g. 5:10")
+    a = int(m.group(1)) if m.group(1) else None
+    if m.group(2) is None:
+        return a, a
+    b = int(m.group(3)) if m.group(3) else None
+    if a is not None and b is not None and b < a:
+        raise TraceqError(f"--steps {spec!r}: the first step is after the last")
+    return a, b
+
+
+def _check_regex(con, option: str, pattern: str) -> None:
+    try:
+        con.execute("SELECT regexp_matches('', $p)", {"p": pattern}).fetchall()
+    except Exception as exc:  # noqa: BLE001 - DuckDB reports a bad RE2 pattern as a generic error
+        raise TraceqError(f"{option} {pattern!r}: not a valid regular expression "
+                          f"({str(exc).splitlines()[0]})") from None
+
+
+def step_list(con, run: str, step_pattern: str | None = None) -> pl.DataFrame:
+    """Every step of every rank of `run` (queries/steps.sql): rank, step, step_source, start_ns, end_ns."""
+    from .. import queries
+
+    if step_pattern:
+        _check_regex(con, "--step-pattern", step_pattern)
+    return fetch_pl(con, queries.load("steps"), {"run": run, "step_pattern": step_pattern or None})
+
+
+def select_steps(steps: pl.DataFrame, spec: str | None, skip_first: int = 0) -> pl.DataFrame:
+    """The steps `--skip-first N` (the first N steps of each rank, in time order) and
+    `--steps A:B` (step numbers, both included) leave."""
+    if skip_first < 0:
+        raise TraceqError(f"--skip-first {skip_first}: must be >= 0")
+    if skip_first:
+        steps = (steps.sort("rank", "start_ns", "end_ns")
+                 .filter(pl.int_range(pl.len()).over("rank") >= skip_first))
+    rng = parse_steps(spec)
+    if rng is not None:
+        lo, hi = rng
+        if lo is not None:
+            steps = steps.filter(pl.col("step") >= lo)
+        if hi is not None:
+            steps = steps.filter(pl.col("step") <= hi)
+    return steps
+
+
+def _numbers(steps: pl.DataFrame) -> str:
+    nums = sorted(set(steps["step"].to_list()))
+    if not nums:
+        return "none"
+    if nums == list(range(nums[0], nums[-1] + 1)):
+        return f"{nums[0]}–{nums[-1]}" if len(nums) > 1 else str(nums[0])
+    return ", ".join(map(str, nums[:12])) + (" …" if len(nums) > 12 else "")
 
 
 def resolve_run(con, run: str | None, store: Store) -> str:
@@ -60,7 +131,8 @@ def resolve_run(con, run: str | None, store: Store) -> str:
 
 
 def open_scope(store: Store | str | None = None, run: str | None = None, rank: int | None = None,
-               steps: str | None = None, *, only_run: bool = False) -> Scope:
+               steps: str | None = None, step_pattern: str | None = None, skip_first: int = 0, *,
+               only_run: bool = False) -> Scope:
     """`only_run`: the connection's table views hold only `run` (given) - faster on big stores."""
     st = store if isinstance(store, Store) else Store(store)
     if not st.exists():
@@ -71,23 +143,34 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
     ranks = [r[0] for r in con.execute("SELECT rank FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()]
     if rank is not None and rank not in ranks:
         raise TraceqError(f"run {run!r} has no rank {rank} (ranks: {', '.join(map(str, ranks))})")
-    sl = parse_steps(steps)
-    rows = []
-    for r in ([rank] if rank is not None else ranks):
-        lo = hi = None
-        if sl is not None:
-            st_rows = con.execute(
-                "SELECT start_ns, end_ns FROM regions WHERE run = $run AND rank = $rank AND source = 'step' "
-                "AND (domain IS NULL OR domain <> 'gpu') "
-                "ORDER BY start_ns", {"run": run, "rank": r}).fetchall()
-            if not st_rows:
-                raise TraceqError(f"--steps: run {run!r} rank {r} has no ProfilerStep regions")
-            chosen = st_rows[sl]
-            if not chosen:
-                raise TraceqError(f"--steps {steps}: selects no step (rank {r} has {len(st_rows)} steps)")
-            lo, hi = min(c[0] for c in chosen), max(c[1] for c in chosen)
-        rows.append({"rank": r, "lo_ns": lo, "hi_ns": hi})
+    wanted = [rank] if rank is not None else ranks
+    parse_steps(steps)   # a malformed --steps fails before any work
+    rows = [{"rank": r, "lo_ns": None, "hi_ns": None} for r in wanted]
+    chosen = None
+    if steps or skip_first or step_pattern:
+        every = step_list(con, run, step_pattern).filter(pl.col("rank").is_in(wanted))
+        chosen = select_steps(every, steps, skip_first)
+        rows = []
+        for r in wanted:
+            mine = every.filter(pl.col("rank") == r)
+            if mine.height == 0:
+                raise TraceqError(f"run {run!r} rank {r} has no steps (no ProfilerStep, timer BATCH or DataLoader "
+                                  "regions" + (f", and no region matches --step-pattern {step_pattern!r})" if step_pattern
+                                               else "; name step regions with --step-pattern REGEX)"))
+            sel = chosen.filter(pl.col("rank") == r)
+            if sel.height == 0:
+                what = " ".join(x for x in (f"--skip-first {skip_first}" if skip_first else "",
+                                            f"--steps {steps}" if steps else "") if x)
+                raise TraceqError(f"{what}: selects no step of run {run!r} rank {r} "
+                                  f"({mine['step_source'][0]} steps {_numbers(mine)})")
+            if steps or skip_first:
+                rows.append({"rank": r, "lo_ns": sel["start_ns"].min(), "hi_ns": sel["end_ns"].max()})
+            else:
+                rows.append({"rank": r, "lo_ns": None, "hi_ns": None})
     window = pl.DataFrame(rows, schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})
     con.register("scope_window_df", window.to_arrow())
     con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
-    return Scope(st, con, run, rank, steps)
+    scope = Scope(st, con, run, rank, steps, step_pattern, skip_first)
+    if chosen is not None:
+        scope._register_steps(chosen)
+    return scope

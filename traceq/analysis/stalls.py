@@ -61,6 +61,7 @@ def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pat
     data_pattern = data_pattern or None
     _check_pattern(scope.con, data_pattern)
     queries.install_macros(scope.con)
+    scope.ensure_steps()
     params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}
     for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data"), ("st_gaps", "stalls_gaps")):
         scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + queries.load(sql), params)
@@ -74,12 +75,13 @@ def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pat
 
 
 def stalls(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-           min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+           min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None, *,
+        step_pattern: str | None = None, skip_first: int = 0) -> Stalls:
     """GPU idle gaps >= `min_gap_us` attributed to data loading / synchronisation /
     launch-bound / other host activity (`.causes`), per-step data wait and GPU idle while
     waiting (`.steps`), and every gap (`.gaps`). `data_pattern`: regex of region names that
     also count as data loading."""
-    return stalls_scoped(open_scope(store, run, rank, steps), min_gap_us, data_pattern)
+    return stalls_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us, data_pattern)
 
 
 # ---------------------------------------------------------------------- text

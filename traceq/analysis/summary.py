@@ -63,13 +63,14 @@ def summary_scoped(scope: Scope, window: str = "all") -> pl.DataFrame:
 
 
 def summary(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-            window: str = "all") -> pl.DataFrame:
+            window: str = "all", *,
+        step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Per rank: span, busy, idle, compute and non-compute GPU time (ns) and their % of the span.
 
     `window="all"` (default) measures every kernel, memcpy and memset with exact ns;
     `window="hta"` reproduces HTA 0.5.0's get_temporal_breakdown (its step window, kernel
     classification and µs rounding). A rank without GPU ops has no row."""
-    return summary_scoped(open_scope(store, run, rank, steps), window)
+    return summary_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), window)
 
 
 def _ms(ns) -> str:
