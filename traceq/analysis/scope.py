@@ -74,7 +74,7 @@ def parse_steps(spec: str | None) -> tuple[int | None, int | None] | None:
     return a, b
 
 
-def _check_regex(con, option: str, pattern: str) -> None:
+def check_regex(con, option: str, pattern: str) -> None:
     try:
         con.execute("SELECT regexp_matches('', $p)", {"p": pattern}).fetchall()
     except Exception as exc:  # noqa: BLE001 - DuckDB reports a bad RE2 pattern as a generic error
@@ -87,7 +87,7 @@ def step_list(con, run: str, step_pattern: str | None = None) -> pl.DataFrame:
     from .. import queries
 
     if step_pattern:
-        _check_regex(con, "--step-pattern", step_pattern)
+        check_regex(con, "--step-pattern", step_pattern)
     return fetch_pl(con, queries.load("steps"), {"run": run, "step_pattern": step_pattern or None})
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from .. import queries
-from .scope import Scope, open_scope
+from .scope import Scope, check_regex, open_scope
 
 DEFAULT_MIN_GAP_US = 50.0
 # Advice when the host waits for data for more than this share of step time (TB plugin: 5 %).
@@ -43,14 +43,8 @@ class Stalls:
 
 
 def _check_pattern(con, pattern: str | None) -> None:
-    if pattern is None:
-        return
-    from ..errors import TraceqError
-
-    try:
-        con.execute("SELECT regexp_matches('', $p)", {"p": pattern}).fetchall()
-    except Exception as exc:  # noqa: BLE001 - DuckDB reports a bad RE2 pattern as a generic error
-        raise TraceqError(f"--data-pattern {pattern!r}: not a valid regular expression ({str(exc).splitlines()[0]})") from None
+    if pattern is not None:
+        check_regex(con, "--data-pattern", pattern)
 
 
 def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
