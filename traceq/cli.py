@@ -107,6 +107,17 @@ class _IngestProgress:
         self.progress.stop()
 
 
+ExecutorOpt = Annotated[Optional[str], typer.Option(
+    "--executor", help="Where per-rank tasks run: local (process pool) or dask (Dask distributed; "
+    "env TRACEQ_EXECUTOR).", show_default=False)]
+SchedulerOpt = Annotated[Optional[str], typer.Option(
+    "--scheduler", help="Dask scheduler address (env DASK_SCHEDULER_ADDRESS); default: a LocalCluster "
+    "of --jobs workers.", show_default=False)]
+SchedulerFileOpt = Annotated[Optional[str], typer.Option(
+    "--scheduler-file", help="Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from dask-jobqueue or "
+    "dask-mpi.", show_default=False)]
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="Trace files, or directories (one directory = the ranks of one run).", show_default=False)],
@@ -121,6 +132,9 @@ def ingest(
     output: Annotated[str, typer.Option("--output", "-o", help="Summary as table, json or csv.")] = "table",
     recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Ingest a whole experiment tree: every trace below DIR, grouped into runs by the parameters in their names (Extra-Deep style cifar10.p8.b64.r2.mpi3.sqlite, or --name-pattern).")] = False,
     name_pattern: Annotated[Optional[str], typer.Option("--name-pattern", help="With --recursive: regex with named groups read from file names; (?P<rank>..) is the rank, (?P<run>..) the run name, other groups become labels.", show_default=False)] = None,
+    executor: ExecutorOpt = None,
+    scheduler: SchedulerOpt = None,
+    scheduler_file: SchedulerFileOpt = None,
 ) -> None:
     """Ingest nsys SQLite exports, Kineto/PyTorch traces (.json/.json.gz) or timer logs into the store.
 
@@ -134,6 +148,7 @@ def ingest(
     hashes = start_hashing(paths)   # hashing runs on another core while the heavy imports load
     import polars as pl
 
+    from .executor import resolve as resolve_executor
     from .ingest import expand, ingest as do_ingest
 
     assign = None
@@ -145,11 +160,13 @@ def ingest(
         plan = [fp for p in paths for fp in plan_tree(p, name_pattern)]
         assign = {str(fp.path): (fp.run, fp.labels, fp.rank) for fp in plan}
         paths = [str(fp.path) for fp in plan]
+    spec = resolve_executor(executor, scheduler, scheduler_file, jobs)
+
     progress = _IngestProgress(expand(paths)) if not quiet and sys.stderr.isatty() else None
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
                             jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes,
-                            assign=assign)
+                            assign=assign, executor=spec)
     finally:
         if progress is not None:
             progress.stop()
@@ -265,7 +282,7 @@ def hotspots(
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
 for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer",
-             "traceq.cli_experiments"):
+             "traceq.cli_experiments", "traceq.cli_ranks"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 

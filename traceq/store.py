@@ -115,10 +115,10 @@ class Store:
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
 
-    def connect(self, runs: list[str] | None = None):
+    def connect(self, runs: list[str] | None = None, only: tuple[str, int] | None = None):
         """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats, metrics.
         `runs`: the table views read only these runs' files (faster on a store of many runs;
-        the `runs` view still lists every run)."""
+        the `runs` view still lists every run). `only=(run, rank)`: that rank's files alone."""
         import duckdb
 
         con = duckdb.connect(":memory:")
@@ -131,6 +131,8 @@ class Store:
             files = []
             for row in rows:
                 if runs is not None and row["run"] not in runs:
+                    continue
+                if only is not None and (row["run"], row["rank"]) != only:
                     continue
                 rel = json.loads(row["files"] or "{}").get(table)
                 if rel:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInput, TraceqError
+from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
 from .hashing import sha256_file
@@ -165,11 +165,14 @@ def ingest(
     on_progress: Callable[[str, Path], None] | None = None,
     hashes: dict | None = None,
     assign: dict | None = None,
+    executor: ExecutorSpec | None = None,
 ) -> list[IngestResult]:
     """Ingest files or directories (a directory = the ranks of one run). All or nothing.
 
     `assign`: {file path: (run, labels, rank)} from an experiment tree
-    (traceq.experiments.params.plan_tree); `labels` are added to the run's labels."""
+    (traceq.experiments.params.plan_tree); `labels` are added to the run's labels.
+    Files are parsed and staged on `executor` (default: a local process pool of `jobs`);
+    the manifest is committed once, here."""
     st = store if isinstance(store, Store) else Store(store)
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
@@ -209,29 +212,12 @@ def ingest(
         todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha))
     staged: list[Staged] = []
     try:
-        if len(todo) > 1 and (jobs or os.cpu_count() or 1) > 1:
-            n = min(len(todo), jobs or os.cpu_count() or 1)
-            first_error: BaseException | None = None
-            # spawn, not fork: a forked child deadlocks in polars if the parent already used polars
-            with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(_parse_and_stage, str(st.path), j): j for j in todo}
-                for fut in as_completed(futures):
-                    try:
-                        staged.append(fut.result())
-                    except Exception as exc:  # noqa: BLE001 - keep collecting so nothing is left staged
-                        if first_error is None:
-                            first_error = exc
-                            for other in futures:
-                                other.cancel()
-                    if on_progress:
-                        on_progress("done", futures[fut].path)
-            if first_error is not None:
-                raise first_error
-        else:
-            for j in todo:
-                staged.append(_parse_and_stage(str(st.path), j))
-                if on_progress:
-                    on_progress("done", j.path)
+        try:
+            staged = run_map(partial(_parse_and_stage, os.path.abspath(st.path)), todo, executor or ExecutorSpec(jobs=jobs),
+                             (lambda job, _res: on_progress("done", job.path)) if on_progress else None)
+        except BaseException as exc:
+            staged = partial_results(exc)
+            raise
         _check_duplicate_ranks(staged)
         statuses = st.commit(staged, force=force)
     except BaseException:

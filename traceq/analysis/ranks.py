@@ -1,0 +1,173 @@
+"""Cross-rank analyses (DESIGN §8): clocks, collectives, arrival skew and the straggler.
+
+A map over ranks, a small reduce: `rank_facts` runs once per rank on the executor (local
+process pool or Dask), reading that rank's files only, and returns its collective kernels
+(one row each), step count/time and exposed communication. The reduce joins those small
+frames in DuckDB (queries/collectives.sql, ranks.sql, collectives_by_type.sql). No process
+ever holds more than one rank's events.
+
+SQL: queries/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
+rank), collectives.sql (clocks + instance matching), ranks.sql, collectives_by_type.sql.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+import pyarrow as pa
+
+from ..errors import TraceqError
+from ..executor import ExecutorSpec, run_map
+from ..store import Store
+from .scope import Scope
+from .summary import run_script
+
+RANKS_COLUMNS = ("rank", "steps", "step_ms", "exposed_comm_ms", "late_arrival_ms", "clock_offset_ns")
+COLLECTIVE_COLUMNS = ("name", "instances", "mean_skew_ms", "max_skew_ms", "last_rank_mode", "busbw_gbps")
+
+_KERNELS = {"rank": pl.Int32, "grp": pl.Int32, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
+            "start_ns": pl.Int64, "end_ns": pl.Int64, "bytes": pl.Int64}
+
+
+@dataclass
+class RanksResult:
+    run: str
+    ranks: pl.DataFrame          # ranks.sql columns
+    collectives: pl.DataFrame    # collectives_by_type.sql columns
+    instances: pl.DataFrame      # coll_instances (one row per matched instance)
+    straggler: dict = field(default_factory=dict)   # {"rank": int | None, "evidence": str}
+
+    def to_json(self) -> dict:
+        """The `traceq ranks --format json` document (the exact interface of issue 10)."""
+        return {
+            "ranks": self.ranks.select(RANKS_COLUMNS).to_dicts(),
+            "collectives": self.collectives.select(COLLECTIVE_COLUMNS).to_dicts(),
+            "straggler": {"rank": self.straggler.get("rank"), "evidence": self.straggler.get("evidence", "")},
+        }
+
+
+# ------------------------------------------------------------------ map: one rank
+def rank_facts(store_path: str, run: str, rank: int) -> dict:
+    """Worker task: the small per-rank inputs of the reduce (plain values + one Arrow table)."""
+    from .overlap import overlap_rows, prepare_overlap
+
+    st = Store(store_path)
+    con = st.connect(only=(run, rank))
+    con.register("scope_window_df", pa.table({"rank": pa.array([rank], pa.int32()),
+                                              "lo_ns": pa.nulls(1, pa.int64()), "hi_ns": pa.nulls(1, pa.int64())}))
+    con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
+    scope = Scope(st, con, run, rank, None)
+    kernels = run_script(con, "ranks_rank", {"run": run, "rank": rank})
+    steps = run_script(con, "ranks_steps", {"run": run, "rank": rank}).row(0, named=True)
+    prepare_overlap(scope)
+    ov = overlap_rows(scope, "rank")
+    con.close()
+    return {"rank": rank, "steps": steps["steps"], "step_ns": steps["step_ns"],
+            "exposed_ns": int(ov["exposed_ns"][0]) if ov.height else 0,
+            "kernels": (kernels.cast(_KERNELS) if kernels.height else pl.DataFrame(schema=_KERNELS)).to_arrow()}
+
+
+# ------------------------------------------------------------------ reduce
+def latest_run(store: Store, run: str | None) -> tuple[str, list[dict]]:
+    """The run (default: the most recently ingested) and its manifest rows, from the manifest alone."""
+    if not store.exists():
+        raise TraceqError(f"no traceq store at {store.path}: ingest a trace first (traceq ingest FILE), "
+                          "or point --store / TRACEQ_STORE at one")
+    rows = store.manifest_rows()
+    if not rows:
+        raise TraceqError(f"store {store.path} is empty: ingest a trace first (traceq ingest FILE)")
+    if run is None:
+        run = max(rows, key=lambda r: r["ingested_at"] or datetime.min)["run"]
+    mine = sorted((r for r in rows if r["run"] == run), key=lambda r: r["rank"])
+    if not mine:
+        names = sorted({r["run"] for r in rows})
+        raise TraceqError(f"no run named {run!r} in store {store.path} (runs: {', '.join(names)})")
+    return run, mine
+
+
+def ranks(store: Store | str | None = None, run: str | None = None,
+          executor: ExecutorSpec | None = None) -> RanksResult:
+    """Per rank step time, exposed communication, arrival lateness and clock offset; per
+    collective type skew, last rank and bus bandwidth; the straggler with its evidence."""
+    import duckdb
+
+    st = store if isinstance(store, Store) else Store(store)
+    run, rows = latest_run(st, run)
+    facts = run_map(_FactsTask(os.path.abspath(st.path), run), [r["rank"] for r in rows], executor)
+    facts.sort(key=lambda f: f["rank"])
+    con = duckdb.connect(":memory:")
+    kernels = pa.concat_tables([f["kernels"] for f in facts])
+    con.register("coll_kernels", kernels)
+    con.register("rank_clock", pa.table({"rank": pa.array([r["rank"] for r in rows], pa.int32()),
+                                         "raw_offset_ns": pa.array([r["clock_offset_ns"] or 0 for r in rows],
+                                                                   pa.int64())}))
+    con.register("rank_facts", pa.table({
+        "rank": pa.array([f["rank"] for f in facts], pa.int32()),
+        "steps": pa.array([f["steps"] for f in facts], pa.int64()),
+        "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
+        "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
+    run_script(con, "collectives")
+    by_rank = run_script(con, "ranks")
+    by_type = run_script(con, "collectives_by_type")
+    instances = run_script(con, "SELECT * FROM coll_instances WHERE ranks > 1 ORDER BY first_ns, grp, k")
+    con.close()
+    return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances.height))
+
+
+@dataclass(frozen=True)
+class _FactsTask:
+    """Picklable task: rank -> rank_facts(store, run, rank) (small payload both ways)."""
+
+    store_path: str
+    run: str
+
+    def __call__(self, rank: int) -> dict:
+        return rank_facts(self.store_path, self.run, rank)
+
+
+def straggler(by_rank: pl.DataFrame, matched: int) -> dict:
+    """Name the straggler: the rank that arrives last most often, when it is last at a
+    majority of the matched collective instances AND its mean lateness exceeds twice the
+    median lateness of the other ranks (i.e. it is late by more than the usual jitter).
+    Its delay estimate is its mean lateness minus the others' median lateness."""
+    if matched == 0 or by_rank.height < 2:
+        return {"rank": None, "evidence": "no collective instance was matched across ranks "
+                                          "(needs NCCL/RCCL kernels on at least two ranks)"}
+    r = by_rank.sort(["last_count", "late_arrival_ms", "rank"], descending=[True, True, False]).row(0, named=True)
+    others = by_rank.filter(pl.col("rank") != r["rank"])
+    typical = float(others["late_arrival_ms"].median() or 0.0)
+    delay = (r["late_arrival_ms"] or 0.0) - typical
+    waited = float(others["wait_ms"].sum() or 0.0)
+    facts = (f"rank {r['rank']} arrives last at {r['last_count']} of {matched} collective instances, "
+             f"{r['late_arrival_ms']:.3f} ms after the first rank on average (median of the other ranks: "
+             f"{typical:.3f} ms)")
+    if r["last_count"] * 2 > matched and delay > typical:
+        return {"rank": int(r["rank"]),
+                "evidence": f"{facts}: about {delay:.3f} ms late per collective; the other ranks wait "
+                            f"{waited:.3f} ms in all inside collectives"}
+    return {"rank": None, "evidence": f"no clear straggler: {facts}"}
+
+
+def clock_note(by_rank: pl.DataFrame) -> str:
+    """How far apart the raw clocks were and how much the collective ends moved them."""
+    if by_rank.height == 0:
+        return ""
+    raw = by_rank["raw_offset_ns"]
+    ref = by_rank["refine_ns"]
+    return (f"raw clock offsets span {(raw.max() - raw.min()) / 1e6:,.3f} ms; aligning collective ends "
+            f"moved ranks by up to {ref.abs().max() / 1e6:,.3f} ms (raw clocks {(ref.max() - ref.min()) / 1e6:,.3f} ms apart)")
+
+
+def headline(res: RanksResult) -> str:
+    n = res.ranks.height
+    text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {res.instances.height} collective instances matched"
+    note = clock_note(res.ranks)
+    return text + (f"; {note}" if note else "") + f"\nstraggler: {res.straggler['evidence']}"
+
+
+def to_json_text(res: RanksResult) -> str:
+    return json.dumps(res.to_json(), indent=2)
+

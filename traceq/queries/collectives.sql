@@ -1,0 +1,69 @@
+-- collectives: one time base for every rank, and each collective instance matched across
+-- ranks (DESIGN §8; HTA's get_comm_comp_overlap / NCCL-tests definitions, REFERENCE.md).
+--
+-- Requires: table coll_kernels (ranks_rank.sql, every rank) and rank_clock(rank,
+-- raw_offset_ns = runs.clock_offset_ns: the rank's own clock -> epoch ns, from Kineto
+-- baseTimeNanoseconds / nsys utcEpochNs).
+--
+-- Clocks. A collective completes on all its ranks together, so its kernel ends agree on a
+-- common clock. With t' = t + raw_offset_ns, for each instance seen on ≥ 2 ranks the
+-- reference end is the median of its ends; a rank's refinement is the median over its
+-- instances of (reference end − its end). Every rank's time on the common clock is
+--   t_common = t + clock_offset_ns,   clock_offset_ns = raw_offset_ns + refine_ns.
+--
+-- Per instance (grp, coll, k) on the common clock:
+--   skew_ns      last start − first start (arrival skew)
+--   last_rank    the rank that started last (lowest rank on ties)
+--   wait_ns      per rank: last start − its start (time it waits for the last rank)
+--   dur_ns       median end − last start (the collective once every rank is there)
+--   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
+--                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
+--                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
+--
+-- Output: temp tables rank_offsets(rank, raw_offset_ns, refine_ns, clock_offset_ns),
+-- coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
+-- bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, late_ns, wait_ns),
+-- where late_ns = its start − first start.
+
+CREATE OR REPLACE TEMP TABLE coll_raw AS
+    SELECT c.*, c.start_ns + k0.raw_offset_ns AS s, c.end_ns + k0.raw_offset_ns AS e
+    FROM coll_kernels c JOIN rank_clock k0 USING (rank);
+
+CREATE OR REPLACE TEMP TABLE rank_offsets AS
+    WITH ref AS (
+        SELECT grp, coll, k, median(e) AS e_ref FROM coll_raw GROUP BY grp, coll, k HAVING count(*) > 1
+    ), refine AS (
+        SELECT r.rank, round(median(ref.e_ref - r.e))::BIGINT AS refine_ns
+        FROM coll_raw r JOIN ref USING (grp, coll, k) GROUP BY r.rank
+    )
+    SELECT k0.rank, k0.raw_offset_ns, coalesce(f.refine_ns, 0) AS refine_ns,
+           k0.raw_offset_ns + coalesce(f.refine_ns, 0) AS clock_offset_ns
+    FROM rank_clock k0 LEFT JOIN refine f USING (rank);
+
+CREATE OR REPLACE TEMP TABLE coll_common AS
+    SELECT c.grp, c.coll, c.k, c.rank, c.start_ns + o.clock_offset_ns AS s, c.end_ns + o.clock_offset_ns AS e,
+           c.bytes
+    FROM coll_kernels c JOIN rank_offsets o USING (rank);
+
+CREATE OR REPLACE TEMP TABLE coll_instances AS
+    SELECT grp, coll, k, count(*)::BIGINT AS ranks, min(s) AS first_ns, max(s) AS last_ns,
+           (max(s) - min(s))::BIGINT AS skew_ns,
+           first(rank ORDER BY s DESC, rank) AS last_rank,   -- lowest rank wins a tie
+           greatest(median(e) - max(s), 1)::BIGINT AS dur_ns,
+           max(bytes) AS bytes
+    FROM coll_common GROUP BY grp, coll, k;
+
+ALTER TABLE coll_instances ADD COLUMN busbw_gbps DOUBLE;
+UPDATE coll_instances SET busbw_gbps = bytes / dur_ns * CASE
+        WHEN coll ILIKE 'AllReduce%' THEN 2.0 * (ranks - 1) / ranks
+        WHEN coll ILIKE 'AllGather%' OR coll ILIKE 'ReduceScatter%' OR coll ILIKE 'AllToAll%'
+            THEN (ranks - 1) / ranks
+        ELSE 1.0 END;
+
+CREATE OR REPLACE TEMP TABLE rank_arrivals AS
+    SELECT c.grp, c.coll, c.k, c.rank, c.s AS start_ns, (c.s - i.first_ns)::BIGINT AS late_ns,
+           (i.last_ns - c.s)::BIGINT AS wait_ns
+    FROM coll_common c JOIN coll_instances i USING (grp, coll, k)
+    WHERE i.ranks > 1;
+
+SELECT count(*) AS instances FROM coll_instances

@@ -1,0 +1,20 @@
+-- collectives_by_type: collective instances summarised per type, after collectives.sql.
+-- Only instances seen on ≥ 2 ranks count.
+--
+-- Output columns (one row per collective type):
+--   name            collective type (coll)
+--   instances       matched instances
+--   mean_skew_ms    mean arrival skew (last − first start), ms
+--   max_skew_ms     largest arrival skew, ms
+--   last_rank_mode  the rank that arrives last most often (lowest on ties)
+--   busbw_gbps      mean bus bandwidth, GB/s (NULL without message sizes)
+
+SELECT coll AS name, count(*)::BIGINT AS instances, avg(skew_ns) / 1e6 AS mean_skew_ms,
+       max(skew_ns) / 1e6 AS max_skew_ms,
+       (SELECT last_rank FROM coll_instances j WHERE j.coll = i.coll AND j.ranks > 1
+        GROUP BY last_rank ORDER BY count(*) DESC, last_rank LIMIT 1) AS last_rank_mode,
+       avg(busbw_gbps) AS busbw_gbps
+FROM coll_instances i
+WHERE ranks > 1
+GROUP BY coll
+ORDER BY sum(skew_ns) DESC, coll
