@@ -46,6 +46,10 @@ class _Args(msgspec.Struct, gc=False):
     registers: Num = msgspec.field(default=None, name="registers per thread")
     finished: Union[str, bool, int, None] = None
     kind: Union[str, int, None] = None
+    # PyTorch >= 2.2 on NCCL kernels: message size of the collective (-> gpu_ops.bytes)
+    in_nelems: Num = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Num = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Union[str, None] = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -269,7 +273,9 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
                 correlation=_num(a.get("correlation")), stream=a.get("stream") if type(a.get("stream")) in (int, float, str) else None, device=_num(a.get("device")),
                 bytes=_num(a.get("bytes")), grid=_int_list(a.get("grid")), block=_int_list(a.get("block")),
                 registers=_num(a.get("registers per thread")), finished=str(a.get("finished")) if "finished" in a else None,
-                kind=a.get("kind") if type(a.get("kind")) in (str, int) else None)
+                kind=a.get("kind") if type(a.get("kind")) in (str, int) else None,
+                in_nelems=_num(a.get("In msg nelems")), out_nelems=_num(a.get("Out msg nelems")),
+                dtype=a.get("dtype") if type(a.get("dtype")) is str else None)
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else _to_int(v)  # noqa: E731
         out.append(_Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),
@@ -313,6 +319,27 @@ _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
 
 
+# element sizes of the `dtype` names PyTorch writes in record_param_comms / NCCL kernel args
+_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+                "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2, "char": 1, "int8": 1,
+                "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def _msg_bytes(a: _Args):
+    """Message size of a collective kernel: max(in, out) elements x element size (the size
+    NCCL-tests' bus bandwidth formulas use: the full output of AllGather, the full input of
+    ReduceScatter). None unless the trace gives elements and a known dtype."""
+    if a.dtype is None or (a.in_nelems is None and a.out_nelems is None):
+        return None
+    size = _DTYPE_BYTES.get(a.dtype.lower())
+    if size is None:
+        return None
+    try:
+        return int(max(float(a.in_nelems or 0), float(a.out_nelems or 0))) * size
+    except (TypeError, ValueError):
+        return None
+
+
 def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
     """Arrow columns of one group of events; GPU-only fields are filled for GPU events only."""
     args = [e.args or _NO_ARGS for e in evs]
@@ -332,7 +359,7 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
         cols.update({
             "stream": _int_col([a.stream for a in args]),
             "device": _int_col([a.device for a in args]),
-            "bytes": _int_col([a.bytes for a in args]),
+            "bytes": _int_col([a.bytes if a.bytes is not None else _msg_bytes(a) for a in args]),
             "registers": _int_col([a.registers for a in args]),
             "grid_x": _dims([a.grid for a in args], 0), "grid_y": _dims([a.grid for a in args], 1),
             "grid_z": _dims([a.grid for a in args], 2), "block_x": _dims([a.block for a in args], 0),

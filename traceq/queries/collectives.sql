@@ -7,7 +7,8 @@
 --
 -- Clocks. A collective completes on all its ranks together, so its kernel ends agree on a
 -- common clock. With t' = t + raw_offset_ns, for each instance seen on ≥ 2 ranks the
--- reference end is the median of its ends; a rank's refinement is the median over its
+-- reference end is the median of its ends (the lower middle one: an actual end, exact in
+-- ns, where an interpolated median of epoch ns would go through float64); a rank's refinement is the median over its
 -- instances of (reference end − its end). Every rank's time on the common clock is
 --   t_common = t + clock_offset_ns,   clock_offset_ns = raw_offset_ns + refine_ns.
 --
@@ -15,7 +16,7 @@
 --   skew_ns      last start − first start (arrival skew)
 --   last_rank    the rank that started last (lowest rank on ties)
 --   wait_ns      per rank: last start − its start (time it waits for the last rank)
---   dur_ns       median end − last start (the collective once every rank is there)
+--   dur_ns       median end (lower middle) − last start (the collective once every rank is there)
 --   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
 --                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
 --                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
@@ -31,7 +32,7 @@ CREATE OR REPLACE TEMP TABLE coll_raw AS
 
 CREATE OR REPLACE TEMP TABLE rank_offsets AS
     WITH ref AS (
-        SELECT grp, coll, k, median(e) AS e_ref FROM coll_raw GROUP BY grp, coll, k HAVING count(*) > 1
+        SELECT grp, coll, k, quantile_disc(e, 0.5) AS e_ref FROM coll_raw GROUP BY grp, coll, k HAVING count(*) > 1
     ), refine AS (
         SELECT r.rank, round(median(ref.e_ref - r.e))::BIGINT AS refine_ns
         FROM coll_raw r JOIN ref USING (grp, coll, k) GROUP BY r.rank
@@ -49,7 +50,7 @@ CREATE OR REPLACE TEMP TABLE coll_instances AS
     SELECT grp, coll, k, count(*)::BIGINT AS ranks, min(s) AS first_ns, max(s) AS last_ns,
            (max(s) - min(s))::BIGINT AS skew_ns,
            first(rank ORDER BY s DESC, rank) AS last_rank,   -- lowest rank wins a tie
-           greatest(median(e) - max(s), 1)::BIGINT AS dur_ns,
+           greatest(quantile_disc(e, 0.5) - max(s), 1)::BIGINT AS dur_ns,
            max(bytes) AS bytes
     FROM coll_common GROUP BY grp, coll, k;
 
