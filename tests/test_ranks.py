@@ -205,3 +205,14 @@ def test_a_failing_dask_task_leaves_the_store_as_it_was(generated, tmp_path):
     assert pq.read_table(Store(dstore).manifest_path).to_pylist() == before
     assert sorted(p for p in dstore.rglob("*.parquet") if ".staging" not in p.parts) == files_before
     assert not any((dstore / ".staging").iterdir())
+
+
+def test_report_shows_every_rank_on_the_common_clock(generated, tmp_path):
+    from traceq.report import build_report
+
+    _out, _truth, store = generated
+    rep = build_report(store, out_path=tmp_path / "r.html")
+    assert "job/ranks" in rep.sections
+    html = (tmp_path / "r.html").read_text()
+    assert "Collectives per rank on the common clock" in html and f"straggler: rank {STRAGGLER}" in html
+    assert all(f'"rank {r}"' in html for r in range(4))

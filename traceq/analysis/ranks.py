@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -39,6 +40,7 @@ class RanksResult:
     collectives: pl.DataFrame    # collectives_by_type.sql columns
     instances: pl.DataFrame      # coll_instances (one row per matched instance)
     straggler: dict = field(default_factory=dict)   # {"rank": int | None, "evidence": str}
+    arrivals: pl.DataFrame | None = None   # rank_arrivals: each rank's collective kernels, common clock
 
     def to_json(self) -> dict:
         """The `traceq ranks --format json` document (the exact interface of issue 10)."""
@@ -89,14 +91,19 @@ def latest_run(store: Store, run: str | None) -> tuple[str, list[dict]]:
 
 
 def ranks(store: Store | str | None = None, run: str | None = None,
-          executor: ExecutorSpec | None = None) -> RanksResult:
+          executor: ExecutorSpec | None = None, timings: dict | None = None) -> RanksResult:
     """Per rank step time, exposed communication, arrival lateness and clock offset; per
-    collective type skew, last rank and bus bandwidth; the straggler with its evidence."""
+    collective type skew, last rank and bus bandwidth; the straggler with its evidence.
+    `timings`, when given, receives the seconds of each stage (benchmarks/bench_ranks.py)."""
     import duckdb
 
+    clock = _Stopwatch(timings)
     st = store if isinstance(store, Store) else Store(store)
     run, rows = latest_run(st, run)
+    if executor is None:   # a few ranks: in this process (a spawned pool costs more than it saves)
+        executor = ExecutorSpec(jobs=1 if len(rows) <= 8 else None)
     facts = run_map(_FactsTask(os.path.abspath(st.path), run), [r["rank"] for r in rows], executor)
+    clock.lap("per_rank_map")
     facts.sort(key=lambda f: f["rank"])
     con = duckdb.connect(":memory:")
     kernels = pa.concat_tables([f["kernels"] for f in facts])
@@ -110,11 +117,26 @@ def ranks(store: Store | str | None = None, run: str | None = None,
         "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
         "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
     run_script(con, "collectives")
+    clock.lap("clocks_and_matching")
     by_rank = run_script(con, "ranks")
+    clock.lap("ranks_view")
     by_type = run_script(con, "collectives_by_type")
+    clock.lap("collectives_by_type")
     instances = run_script(con, "SELECT * FROM coll_instances WHERE ranks > 1 ORDER BY first_ns, grp, k")
+    arrivals = run_script(con, "SELECT * FROM rank_arrivals ORDER BY start_ns, rank")
     con.close()
-    return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances.height))
+    return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances.height), arrivals)
+
+
+class _Stopwatch:
+    def __init__(self, into: dict | None):
+        self.into, self.t = into, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.into is not None:
+            self.into[name] = now - self.t
+        self.t = now
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@
 --
 -- Output: temp tables rank_offsets(rank, raw_offset_ns, refine_ns, clock_offset_ns),
 -- coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
--- bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, late_ns, wait_ns),
--- where late_ns = its start − first start.
+-- bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns, wait_ns)
+-- on the common clock, where late_ns = its start − first start.
 
 CREATE OR REPLACE TEMP TABLE coll_raw AS
     SELECT c.*, c.start_ns + k0.raw_offset_ns AS s, c.end_ns + k0.raw_offset_ns AS e
@@ -62,7 +62,7 @@ UPDATE coll_instances SET busbw_gbps = bytes / dur_ns * CASE
         ELSE 1.0 END;
 
 CREATE OR REPLACE TEMP TABLE rank_arrivals AS
-    SELECT c.grp, c.coll, c.k, c.rank, c.s AS start_ns, (c.s - i.first_ns)::BIGINT AS late_ns,
+    SELECT c.grp, c.coll, c.k, c.rank, c.s AS start_ns, c.e AS end_ns, (c.s - i.first_ns)::BIGINT AS late_ns,
            (i.last_ns - c.s)::BIGINT AS wait_ns
     FROM coll_common c JOIN coll_instances i USING (grp, coll, k)
     WHERE i.ranks > 1;

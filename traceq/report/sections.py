@@ -243,6 +243,24 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
                 sec.notes.append("No communication kernels in this run: nothing to overlap.")
         sections.append(sec)
 
+    # --- across ranks (clocks, collectives, straggler)
+    rk_mod = analysis("ranks")
+    if rk_mod and manifest.height > 1:
+        from .ranks_view import ranks_timeline
+
+        sec = Section("ranks", "Across ranks: collectives, skew and stragglers",
+                      intro="Every rank's collective kernels on one clock (trace base times, refined by aligning the "
+                            "ends of matched collectives), one row per rank: a rank whose bars start late is the one "
+                            "the others wait for. Per rank: lateness and waiting; per collective type: arrival skew "
+                            "and bus bandwidth (traceq ranks).")
+        with _Guard(sec, warnings, f"run {run}: ranks"):
+            rr = rk_mod.ranks(store, run)
+            sec.headline = rk_mod.headline(rr)
+            _add(sec, ranks_timeline(rr.arrivals, rr.straggler["rank"]), "ranks")
+            _add_table(sec, table(rr.ranks.drop("raw_offset_ns"), caption="Per rank"), "ranks-table")
+            _add_table(sec, table(rr.collectives, caption="Per collective type"), "collectives")
+        sections.append(sec)
+
     cards, rank_table = _headline(scope, manifest, res)
     return RunPart(run, _slug(run), _facts(manifest), cards, rank_table, sections)
 
