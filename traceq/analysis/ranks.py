@@ -125,7 +125,7 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     instances = run_script(con, "SELECT * FROM coll_instances WHERE ranks > 1 ORDER BY first_ns, grp, k")
     arrivals = run_script(con, "SELECT * FROM rank_arrivals ORDER BY start_ns, rank")
     con.close()
-    return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances.height), arrivals)
+    return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances), arrivals)
 
 
 class _Stopwatch:
@@ -150,11 +150,15 @@ class _FactsTask:
         return rank_facts(self.store_path, self.run, rank)
 
 
-def straggler(by_rank: pl.DataFrame, matched: int) -> dict:
+def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     """Name the straggler: the rank that arrives last most often, when it is last at a
     majority of the matched collective instances AND its mean lateness exceeds twice the
-    median lateness of the other ranks (i.e. it is late by more than the usual jitter).
-    Its delay estimate is its mean lateness minus the others' median lateness."""
+    median lateness of the other ranks (i.e. it is late by more than the usual jitter),
+    AND the matched instances end together (median end spread ≤ max(0.5 ms, 10 % of the
+    median duration)): kernels matched by order that do not end together are not one
+    collective, and their skew means nothing. Its delay estimate is its mean lateness
+    minus the others' median lateness."""
+    matched = instances.height
     if matched == 0 or by_rank.height < 2:
         return {"rank": None, "evidence": "no collective instance was matched across ranks "
                                           "(needs NCCL/RCCL kernels on at least two ranks)"}
@@ -166,6 +170,12 @@ def straggler(by_rank: pl.DataFrame, matched: int) -> dict:
     facts = (f"rank {r['rank']} arrives last at {r['last_count']} of {matched} collective instances, "
              f"{r['late_arrival_ms']:.3f} ms after the first rank on average (median of the other ranks: "
              f"{typical:.3f} ms)")
+    spread = float(instances["end_spread_ns"].median() or 0)
+    limit = max(500_000.0, 0.1 * float(instances["dur_ns"].median() or 0))
+    if spread > limit:
+        return {"rank": None, "evidence": f"no straggler named: the matched collective kernels end "
+                f"{spread / 1e6:.3f} ms apart (median), so matching them by order per stream paired different "
+                f"operations (the trace has no collective sequence numbers); {facts}"}
     if r["last_count"] * 2 > matched and delay > typical:
         return {"rank": int(r["rank"]),
                 "evidence": f"{facts}: about {delay:.3f} ms late per collective; the other ranks wait "

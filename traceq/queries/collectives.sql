@@ -16,14 +16,16 @@
 --   skew_ns      last start − first start (arrival skew)
 --   last_rank    the rank that started last (lowest rank on ties)
 --   wait_ns      per rank: last start − its start (time it waits for the last rank)
---   dur_ns       median end (lower middle) − last start (the collective once every rank is there)
+--   dur_ns       median end (lower middle) − last start
+--   end_spread_ns  last end − first end: near 0 for a true match (a collective completes on
+--                all its ranks together); large when matching by order paired different ops (the collective once every rank is there)
 --   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
 --                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
 --                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
 --
 -- Output: temp tables rank_offsets(rank, raw_offset_ns, refine_ns, clock_offset_ns),
 -- coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
--- bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns, wait_ns)
+-- end_spread_ns, bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns, wait_ns)
 -- on the common clock, where late_ns = its start − first start.
 
 CREATE OR REPLACE TEMP TABLE coll_raw AS
@@ -51,6 +53,7 @@ CREATE OR REPLACE TEMP TABLE coll_instances AS
            (max(s) - min(s))::BIGINT AS skew_ns,
            first(rank ORDER BY s DESC, rank) AS last_rank,   -- lowest rank wins a tie
            greatest(quantile_disc(e, 0.5) - max(s), 1)::BIGINT AS dur_ns,
+           (max(e) - min(e))::BIGINT AS end_spread_ns,
            max(bytes) AS bytes
     FROM coll_common GROUP BY grp, coll, k;
 
