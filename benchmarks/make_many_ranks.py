@@ -56,7 +56,7 @@ def make(n: int, outdir: Path, straggler: int | None = None, delay_ms: float = 2
     events = trace["traceEvents"]
     colls = collective_kernels(events)
     shortest = min(float(events[i]["dur"]) for i, _, _ in colls)
-    if delay_ms * 1000 + jitter_us >= shortest:
+    if (delay_ms * 1000 if straggler is not None else 0) + jitter_us >= shortest:
         raise SystemExit(f"--delay-ms + jitter must stay below the shortest collective ({shortest / 1000:.1f} ms)")
     ts0 = [e.get("ts") for e in events]
     dur0 = {i: float(events[i]["dur"]) for i, _, _ in colls}
