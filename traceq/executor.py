@@ -44,10 +44,10 @@ def resolve(kind: str | None = None, scheduler: str | None = None, scheduler_fil
     kind = (kind or os.environ.get("TRACEQ_EXECUTOR") or "local").strip().lower()
     if kind not in EXECUTORS:
         raise TraceqError(f"--executor {kind!r}: choose local (process pool) or dask (Dask distributed)")
+    if kind == "local" and (scheduler or scheduler_file):
+        raise TraceqError("--scheduler / --scheduler-file need --executor dask")
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     scheduler_file = scheduler_file or os.environ.get("DASK_SCHEDULER_FILE") or None
-    if kind == "local" and (scheduler or scheduler_file) and not os.environ.get("DASK_SCHEDULER_ADDRESS"):
-        raise TraceqError("--scheduler / --scheduler-file need --executor dask")
     return ExecutorSpec(kind, scheduler, scheduler_file, jobs)
 
 
@@ -114,9 +114,9 @@ def _dask_client(spec: ExecutorSpec):
         raise TraceqError("--executor dask needs Dask distributed: pip install 'traceq[dask]'") from None
     try:
         if spec.scheduler_file:
-            return Client(scheduler_file=spec.scheduler_file, timeout="30s"), None
+            return Client(scheduler_file=spec.scheduler_file, timeout="10s"), None
         if spec.scheduler:
-            return Client(spec.scheduler, timeout="30s"), None
+            return Client(spec.scheduler, timeout="10s"), None
     except (OSError, TimeoutError) as exc:
         where = spec.scheduler_file or spec.scheduler
         raise TraceqError(f"cannot reach the Dask scheduler at {where} ({exc})") from None
