@@ -77,3 +77,34 @@ def test_help_shows_examples_and_version():
     from traceq import __version__
 
     assert traceq("--version", cwd=REPO).stdout.strip() == f"traceq {__version__}"
+
+
+def test_hotspots_json_keeps_full_names_and_adds_identity_and_library(work):
+    r = traceq("hotspots", "-f", "json", cwd=work)
+    assert r.returncode == 0, r.stderr
+    rows = {x["identity"]: x for x in json.loads(r.stdout)}
+    sgemm = rows["ampere_sgemm_128x64_nn"]
+    assert (sgemm["name"], sgemm["library"], sgemm["category"]) == ("ampere_sgemm_128x64_nn", "cuBLAS", "gemm")
+    t = rows["cudnn::ops::nchwToNhwcKernel"]
+    assert t["name"].startswith("void cudnn::ops::nchwToNhwcKernel<") and t["library"] == "cuDNN"
+    r = traceq("hotspots", "-f", "csv", cwd=work)
+    assert r.stdout.splitlines()[0].startswith("name,identity,library,category,")
+
+
+def test_old_store_without_identity_columns_still_reads(tmp_path):
+    """A store written before gpu_ops had identity/library: the views add them as NULL."""
+    from conftest import make_store
+    from traceq.store import Store
+
+    make_store(tmp_path / "s", gpu_ops=[{"device": 0, "stream": 7, "kind": "kernel", "name": "k", "category": "gemm",
+                                          "start_ns": 0, "end_ns": 10}])
+    import pyarrow.parquet as pq
+    dropped = 0
+    for f in (tmp_path / "s").rglob("*.parquet"):
+        t = pq.read_table(f)
+        if "identity" in t.column_names:
+            pq.write_table(t.drop(["identity", "library"]), f)
+            dropped += 1
+    assert dropped >= 1
+    con = Store(tmp_path / "s").connect()
+    assert con.execute("SELECT name, identity, library FROM gpu_ops").fetchall() == [("k", None, None)]

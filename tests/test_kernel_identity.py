@@ -77,3 +77,48 @@ def test_identities_computed_per_distinct_name_keep_row_order():
     assert df["identity"].to_list() == ["ncclKernel_AllReduce_RING_LL_Sum_float", "", "ampere_sgemm_128x64_nn",
                                         "ncclKernel_AllReduce_RING_LL_Sum_float"]
     assert df["library"].to_list() == ["NCCL/RCCL", "other", "cuBLAS", "NCCL/RCCL"]
+
+
+# ---------------------------------------------------------------- short labels for tables
+from traceq.kernels.labels import short_labels  # noqa: E402
+
+ADD4 = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int)"
+ADD2 = "void at::native::vectorized_elementwise_kernel<2, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int)"
+MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 3> >(int)"
+
+
+def test_short_labels_disambiguate_deterministically():
+    names = [MUL, ADD4, ADD2, "ampere_sgemm_128x64_nn", MUL, None]
+    labels = short_labels(names, [kernel_identity(n) if n else None for n in names])
+    assert labels == ["at::native::vectorized_elementwise_kernel[BinaryFunctor]",
+                      # same words, different template numbers: ranked by the full name
+                      "at::native::vectorized_elementwise_kernel #2", "at::native::vectorized_elementwise_kernel #1",
+                      "ampere_sgemm_128x64_nn", "at::native::vectorized_elementwise_kernel[BinaryFunctor]", None]
+    # order of rows does not change a name's label
+    assert short_labels(list(reversed(names)), [kernel_identity(n) if n else None for n in reversed(names)]) == list(reversed(labels))
+
+
+def test_short_labels_without_identity_fall_back_to_the_name():
+    assert short_labels(["x" * 100, "y"], [None, None], width=20) == ["xxxxxxxxxx…xxxxxxxxx", "y"]
+
+
+@pytest.mark.shared
+def test_short_labels_unique_on_every_shared_trace():
+    """Per trace, every distinct kernel name gets its own label (the table never shows two
+    kernels alike)."""
+    import json
+
+    from conftest import SHARED_TRACES
+
+    path = SHARED_TRACES / "kernel_labels.json"
+    if not path.exists():
+        pytest.skip("../shared/traces absent")
+    per_trace: dict[str, set[str]] = {}
+    for label in json.loads(path.read_text())["labels"]:
+        for trace in label["traces"]:
+            per_trace.setdefault(trace, set()).add(label["name"])
+    for trace, names in per_trace.items():
+        names = sorted(names)
+        labels = short_labels(names, [kernel_identity(n) for n in names])
+        assert len(set(labels)) == len(names), trace
+        assert all(len(lab) <= 64 for lab in labels)

@@ -272,7 +272,11 @@ def hotspots(
     if fmt != "table":
         emit(df, fmt)
         return
-    shown = df.select("name", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
+    # short labels are made unique over every name of the run, so a filtered table reads the same
+    from .kernels.labels import short_labels
+    label = dict(zip(everything["name"], short_labels(everything["name"].to_list(), everything["identity"].to_list())))
+    df = df.with_columns(identity=pl.col("name").replace_strict(label, default=None))
+    shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
     advice = full.filter(pl.col("avoidable")).group_by("advice").agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True)
     notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]

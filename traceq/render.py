@@ -27,6 +27,19 @@ def shorten(text: str, width: int = NAME_WIDTH) -> str:
     return text[:head] + "…" + text[len(text) - (keep - head):]
 
 
+def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH) -> pl.DataFrame:
+    """For tables: a `name` column next to an `identity` column shows the kernel's unique short
+    label (traceq.kernels.labels) instead of a middle-cut signature; `identity` and `library`
+    are then dropped (JSON/CSV keep all three)."""
+    if "name" not in df.columns or "identity" not in df.columns:
+        return df
+    from .kernels.labels import short_labels
+
+    labels = short_labels(df["name"].to_list(), df["identity"].to_list(), width)
+    return df.with_columns(name=pl.Series(labels, dtype=pl.String)).drop(
+        [c for c in ("identity", "library") if c in df.columns])
+
+
 def _duration_unit(values: pl.Series) -> tuple[str, float]:
     vals = values.drop_nulls().abs()
     vals = vals.filter(vals > 0)          # zeros (no GPU work, ...) say nothing about the scale
@@ -95,6 +108,7 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     from rich import box
     from rich.table import Table
 
+    df = with_short_names(df)
     con = console(file=out)
     if headline:
         con.print(headline, markup=False)

@@ -13,7 +13,7 @@
 -- Rows are sorted by |delta_ns|, largest first.
 --
 -- Output: temp tables diff_categories, diff_kernels, diff_regions with columns
---   category | name, kind, category | source, name   the key
+--   category | name, kind, category | source, name   the key (kernels also: identity, library)
 --   count_a, count_b       number of ops / region instances in A and B
 --   total_a_ns, total_b_ns summed durations in A and B, ns (GPU time; regions: CPU time)
 --   delta_count            count_b − count_a
@@ -43,7 +43,8 @@ FROM j ORDER BY abs(delta_ns) DESC, category;
 
 CREATE OR REPLACE TEMP TABLE diff_kernels AS
 WITH j AS (
-    SELECT coalesce(a.name, b.name) AS name, coalesce(a.kind, b.kind) AS kind,
+    SELECT coalesce(a.name, b.name) AS name, coalesce(a.identity, b.identity) AS identity,
+           coalesce(a.library, b.library) AS library, coalesce(a.kind, b.kind) AS kind,
            coalesce(a.category, b.category) AS category,
            coalesce(a.count, 0) AS count_a, coalesce(b.count, 0) AS count_b,
            coalesce(a.total_ns, 0) AS total_a_ns, coalesce(b.total_ns, 0) AS total_b_ns

@@ -9,7 +9,7 @@
 --
 -- Parameters: $run (text). Output: temp tables
 --   side_categories(category, count, total_ns)           per rule-table category
---   side_kernels(name, kind, category, count, total_ns)  per GPU op name
+--   side_kernels(name, identity, library, kind, category, count, total_ns)  per GPU op name
 --   side_regions(source, name, count, total_ns)          per region name, CPU durations
 -- and, as the result, one row of totals:
 --   ranks       ranks in scope with data
@@ -17,7 +17,7 @@
 --   gpu_ns      summed GPU op durations, ns (concurrent ops both count)
 
 CREATE OR REPLACE TEMP TABLE side_ops AS
-SELECT g.rank, g.name, g.kind, coalesce(g.category, 'other') AS category, g.end_ns - g.start_ns AS dur_ns
+SELECT g.rank, g.name, g.identity, g.library, g.kind, coalesce(g.category, 'other') AS category, g.end_ns - g.start_ns AS dur_ns
 FROM gpu_ops g
 JOIN scope_window w ON w.rank = g.rank
 WHERE g.run = $run
@@ -29,7 +29,8 @@ SELECT category, count(*) AS count, sum(dur_ns)::BIGINT AS total_ns
 FROM side_ops GROUP BY category;
 
 CREATE OR REPLACE TEMP TABLE side_kernels AS
-SELECT name, any_value(kind) AS kind, any_value(category) AS category, count(*) AS count,
+SELECT name, any_value(identity) AS identity, any_value(library) AS library, any_value(kind) AS kind,
+       any_value(category) AS category, count(*) AS count,
        sum(dur_ns)::BIGINT AS total_ns
 FROM side_ops GROUP BY name;
 

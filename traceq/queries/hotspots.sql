@@ -12,6 +12,8 @@
 --
 -- Output columns:
 --   name          kernel / operation name (full)
+--   identity      kernel identity (traceq.kernels.identity; NULL in stores written before it existed)
+--   library       kernel vendor/library
 --   category      rule-table category (traceq.categories)
 --   kind          kernel | memcpy | memset
 --   count         number of ops
@@ -25,7 +27,7 @@
 --   pageable      any copy of this row involved pageable host memory (memcpy only)
 --   ranks         number of ranks the name appears on
 WITH ops AS (
-    SELECT g.name, g.category, g.kind, g.rank, g.src_kind, g.dst_kind,
+    SELECT g.name, g.identity, g.library, g.category, g.kind, g.rank, g.src_kind, g.dst_kind,
            g.end_ns - g.start_ns AS dur_ns
     FROM gpu_ops g
     JOIN scope_window w ON w.rank = g.rank
@@ -35,6 +37,8 @@ WITH ops AS (
 )
 SELECT
     name,
+    any_value(identity)                         AS identity,
+    any_value(library)                          AS library,
     any_value(category)                         AS category,
     any_value(kind)                             AS kind,
     count(*)                                    AS count,

@@ -57,10 +57,12 @@ def table(df: pl.DataFrame | None, *, caption: str | None = None, max_rows: int 
     (or, for a column named in `titles`, the text given there: e.g. the advice behind a label)."""
     if df is None or df.height == 0:
         return None
-    from ..render import _duration_unit, _header_and_formatter, shorten
+    from ..render import _duration_unit, _header_and_formatter, shorten, with_short_names
 
     total = df.height
     df = df.head(max_rows)
+    full_names = df["name"].to_list() if "identity" in df.columns and "name" in df.columns else None
+    df = with_short_names(df, 80)
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
     ns_unit = _duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
     headers, fmts, numeric = [], [], []
@@ -79,7 +81,7 @@ def table(df: pl.DataFrame | None, *, caption: str | None = None, max_rows: int 
                 shown = "" if v is None else str(v)
                 full = titles[name][i] or shown
             elif isinstance(v, str):
-                full = v
+                full = full_names[i] if name == "name" and full_names else v   # the full signature as tooltip
                 shown = shorten(v, widths.get(name, 80))
             elif isinstance(v, bool):
                 full = shown = "yes" if v else ""
