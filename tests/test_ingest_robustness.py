@@ -66,6 +66,13 @@ def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     rnd.write_bytes(bytes((i * 7919 + 13) % 251 for i in range(4096)))
     notrace = tmp_path / "config.json"
     notrace.write_text('{"lr": 0.1, "epochs": 3}')
+    records = tmp_path / "records.json"   # issue 8, defect 9: was "added" as an empty run
+    records.write_text('[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]')
+    no_events = tmp_path / "no_events.json"
+    no_events.write_text('{"traceEvents": [], "schemaVersion": 1}')
+    bad_times = tmp_path / "bad_times.json"
+    bad_times.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1e300, "dur": 1, "pid": 1, "tid": 1},'
+                         ' {"ph": "X", "name": "b", "ts": "soon", "dur": 1, "pid": 1, "tid": 1}]}')
     trunc = tmp_path / "cut.json.gz"
     events = [{"ph": "X", "cat": "cpu_op", "name": hashlib.sha256(str(i).encode()).hexdigest(), "pid": 1, "tid": 1,
                "ts": i, "dur": 1} for i in range(2000)]
@@ -79,14 +86,18 @@ def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return {
         "empty file": (empty, "empty file"),
         "random bytes": (rnd, "not a trace"),
-        "json that is not a trace": (notrace, 'no "traceEvents"'),
+        "json that is not a trace": (notrace, "not a trace: a JSON object with keys 'lr', 'epochs'"),
+        "json list of records": (records, "no trace events: a list of 2 JSON records (the first has keys 'id', "),
+        "empty event list": (no_events, "no trace events (the event list is empty)"),
+        "events without usable times": (bad_times, "no trace events left: dropped 2 events"),
         "truncated gz": (trunc, "truncated .gz"),
         "sqlite without nsys tables": (db, "not an Nsight Systems export"),
         "missing path": (tmp_path / "nope.json", "no such file or directory"),
     }
 
 
-@pytest.mark.parametrize("case", ["empty file", "random bytes", "json that is not a trace", "truncated gz",
+@pytest.mark.parametrize("case", ["empty file", "random bytes", "json that is not a trace", "json list of records",
+                                  "empty event list", "events without usable times", "truncated gz",
                                   "sqlite without nsys tables", "missing path"])
 def test_bad_input_is_one_line_exit_2_and_store_unchanged(case, tmp_path, seeded_store):
     path, problem = bad_inputs(tmp_path)[case]

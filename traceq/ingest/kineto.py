@@ -29,6 +29,7 @@ import pyarrow as pa
 from ..categories import classify
 from ..errors import BadInput
 from .common import Parsed, nesting_depth
+from .validate import LIMIT_NS, check_times, fmt_value, representable
 
 Num = Union[int, float, str, None]
 _CHUNK = 16384
@@ -124,17 +125,36 @@ def _open_buffer(path: Path) -> mmap.mmap:
         raise BadInput(exc.strerror or str(exc), path) from None
 
 
+# Decompression limits (bombs): expanded text with no trace event in its first NO_EVENT_LIMIT
+# bytes is refused, and so is an expansion beyond max(RATIO_FLOOR, MAX_RATIO x compressed
+# size) -- JSON traces compress 5-30x; 200x is whitespace or repetition, not events.
+NO_EVENT_LIMIT = 64 << 20
+MAX_RATIO = 200
+RATIO_FLOOR = 256 << 20
+
+
 def _gunzip_to_map(f, path: Path) -> mmap.mmap:
+    compressed = os.fstat(f.fileno()).st_size
     f.seek(-4, os.SEEK_END)
     hint = int.from_bytes(f.read(4), "little") or (1 << 20)   # ISIZE: size mod 2**32
     f.seek(0)
-    mm = mmap.mmap(-1, max(hint, 1 << 16))
+    limit = max(RATIO_FLOOR, MAX_RATIO * compressed)
+    mm = mmap.mmap(-1, max(min(hint, limit), 1 << 16))
     d = zlib.decompressobj(wbits=47)
-    pos = 0
+    pos, seen_event, tail = 0, False, b""
     try:
         while chunk := f.read(1 << 22):
             while chunk:
                 out = d.decompress(chunk, 1 << 24)
+                if not seen_event:   # an event has a "ph" key; look across chunk borders too
+                    seen_event = b'"ph"' in tail + out[:8] or b'"ph"' in out
+                    tail = out[-8:]
+                    if not seen_event and pos + len(out) > NO_EVENT_LIMIT:
+                        raise BadInput(f"no trace events in the first {NO_EVENT_LIMIT >> 20} MB of decompressed "
+                                       f"data ({compressed / 1e6:.1f} MB compressed): not a trace, refused", path)
+                if pos + len(out) > limit:
+                    raise BadInput(f"expands beyond {limit >> 20} MB ({MAX_RATIO}x its compressed size "
+                                   f"{compressed / 1e6:.1f} MB): not a plausible trace, refused", path)
                 chunk = d.unconsumed_tail
                 if d.eof and d.unused_data:            # concatenated gzip members
                     chunk = d.unused_data + chunk
@@ -184,12 +204,15 @@ def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw],
     head = bytes(raw[:4096]).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if not head:
         raise BadInput("empty file", path)
+    text = memoryview(raw)[3:] if raw[:3] == b"\xef\xbb\xbf" else raw   # a UTF-8 BOM is not JSON
     try:
         if head == b"[":
-            return _Trace(), msgspec.json.decode(raw, type=list[msgspec.Raw]), warnings
-        trace = msgspec.json.decode(raw, type=_Trace)
+            return _Trace(), msgspec.json.decode(text, type=list[msgspec.Raw]), warnings
+        trace = msgspec.json.decode(text, type=_Trace)
     except msgspec.ValidationError as exc:
-        raise BadInput(f"not a Chrome trace ({exc})", path) from None
+        if head != b"{":
+            raise BadInput(f"not a Chrome trace ({exc})", path) from None
+        trace = _parse_loose(text, path, warnings)
     except msgspec.DecodeError:
         if head not in (b"{", b"["):
             raise BadInput("not a Chrome trace (not JSON)", path) from None
@@ -198,12 +221,49 @@ def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw],
                         "ingested those (was the writer killed?)")
         return trace, events, warnings
     if trace.traceEvents is None:
-        raise BadInput('not a Chrome trace (no "traceEvents")', path)
+        raise BadInput(_what_object(text), path)
     return trace, trace.traceEvents, warnings
+
+
+def _what_object(text) -> str:
+    """Say what a JSON object without "traceEvents" is (its first keys)."""
+    try:
+        keys = list(msgspec.json.decode(text, type=dict[str, msgspec.Raw]))
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        keys = []
+    shown = ", ".join(repr(k[:40]) for k in keys[:8]) + (", ..." if len(keys) > 8 else "")
+    return (f"not a trace: a JSON object with keys {shown}" if keys else "not a trace: an empty JSON object") + \
+        '; a Chrome/Kineto trace is an object with a "traceEvents" list (or a list of events)'
+
+
+def _parse_loose(text, path: Path, warnings: list[str]) -> _Trace:
+    """The document is a JSON object but some metadata has an unexpected type: take the
+    event list, and each metadata field that is valid; name the fields ignored."""
+    try:
+        fields = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise BadInput(f"not a Chrome trace ({exc})", path) from None
+    trace, bad = _Trace(), []
+    import typing
+
+    for key, typ in typing.get_type_hints(_Trace).items():
+        if key not in fields:
+            continue
+        try:
+            setattr(trace, key, msgspec.json.decode(fields[key], type=typ))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            if key == "traceEvents":
+                raise BadInput('not a Chrome trace ("traceEvents" is not a list of events)', path) from None
+            bad.append(key)
+    if bad:
+        warnings.append(f"ignored metadata of an unexpected type: {', '.join(bad)}")
+    return trace
 
 
 def _recover_truncated(raw: mmap.mmap, head: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw]]:
     """Stream-parse a broken document with ijson and keep every complete event."""
+    import typing
+
     import ijson
 
     prefix = "item" if head == b"[" else "traceEvents.item"
@@ -223,47 +283,82 @@ def _recover_truncated(raw: mmap.mmap, head: bytes, path: Path) -> tuple[_Trace,
             if key == "traceEvents":
                 break
             if key in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds", "host_name", "hostname"):
-                setattr(meta, key, msgspec.convert(value, type=_Trace.__annotations__[key]))
+                setattr(meta, key, msgspec.convert(value, type=typing.get_type_hints(_Trace)[key]))
     except Exception:  # noqa: BLE001 - metadata is optional; events are what matter
         pass
     return meta, events
 
 
 # ------------------------------------------------------------------ events -> columns
+_I64 = 2**63
+
+
 def _to_int(v):
-    """pid/tid/stream values: int, numeric or hex string, or `"stream 7"`."""
-    if v is None or type(v) is int:
-        return v
+    """pid/tid/stream values: int, numeric or hex string, or `"stream 7"`; None when the
+    value is no integer or does not fit int64 (ids beyond int64 point nowhere)."""
+    if v is None:
+        return None
     if type(v) is float:
-        return int(v)
-    if type(v) is bool:
-        return int(v)
-    s = str(v).strip()
-    try:
-        return int(s, 0) if s.lower().startswith("0x") else int(s)
-    except ValueError:
-        m = re.search(r"-?\d+", s)
-        return int(m.group()) if m else None
+        v = int(v) if v == v and abs(v) < _I64 else None
+    elif type(v) is not int:
+        s = str(v).strip()[:64]
+        try:
+            v = int(s, 0) if s.lower().startswith(("0x", "-0x")) else int(s)
+        except ValueError:
+            m = re.search(r"-?\d{1,19}", s)
+            v = int(m.group()) if m else None
+    return int(v) if v is not None and -_I64 <= v < _I64 else None
 
 
 def _num(v):
-    if v is None or type(v) in (int, float):
+    """A time/size value as float (µs for ts/dur): numbers and numeric strings; None otherwise.
+    Integers beyond float range become inf (dropped later as not representable)."""
+    if v is None or type(v) is float:
         return v
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    if type(v) is int:
+        try:
+            return float(v)
+        except OverflowError:
+            return float("inf") if v > 0 else float("-inf")
+    if type(v) is str:
+        try:
+            return float(v[:64])
+        except ValueError:
+            return None
+    return None
 
 
 def _int_list(v):
     return [x for x in v if type(x) is int] if isinstance(v, list) else None
 
 
+def _decode_any(chunk: list[msgspec.Raw]) -> list:
+    """Generic decode of a chunk; events msgspec refuses (numbers beyond float range) are
+    decoded one by one by the standard library (1e400 -> inf, big ints stay ints)."""
+    try:
+        return _ANY_LIST.decode(b"[" + b",".join(chunk) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        import json
+
+        out = []
+        for raw in chunk:
+            try:
+                out.append(msgspec.json.decode(raw))
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                try:
+                    out.append(json.loads(bytes(raw)))
+                except (ValueError, RecursionError):
+                    out.append(None)
+        return out
+
+
 def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
-    """Slow path for a chunk with unexpected types: decode generically, coerce per event."""
+    """Slow path for a chunk with unexpected types: decode generically, coerce per event.
+    Items that are not JSON objects are kept as None (counted, then skipped)."""
     out = []
-    for item in _ANY_LIST.decode(b"[" + b",".join(chunk) + b"]"):
+    for item in _decode_any(chunk):
         if not isinstance(item, dict):
+            out.append(None)
             continue
         a = item.get("args") if isinstance(item.get("args"), dict) else None
         args = None
@@ -285,17 +380,17 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
 
 
 def _int_col(values) -> pa.Array:
-    """int64 column; the fast path is pyarrow's own conversion, strings are coerced only if present."""
+    """int64 column; the fast path is pyarrow's own conversion, odd values are coerced only if present."""
     try:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return pa.array([v if type(v) is int or v is None else _to_int(v) for v in values], pa.int64())
+        return pa.array([_to_int(v) for v in values], pa.int64())
 
 
 def _float_col(values) -> pa.Array:
     try:
         return pa.array(values, pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         return pa.array([_num(v) for v in values], pa.float64())
 
 
@@ -369,11 +464,12 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
     return cols
 
 
-def _batches(evs: list[_Event]) -> tuple[pa.RecordBatch | None, ...]:
+def _batches(evs: list[_Event | None]) -> tuple[pa.RecordBatch | None, ...]:
     """(host, GPU, region) batches of one chunk, routed here so that no table needs a filtered
     copy later. GPU-only columns exist in the GPU and region batches only. B/E events all stay
-    with the host batch (an E carries no category); `read` moves paired regions out."""
-    kept = [e for e in evs if e.ph in _KEPT_PH and e.ts is not None and e.cat not in _TRACE_CATS]
+    with the host batch (an E carries no category); `read` moves paired regions out.
+    Duration events without a usable `ts` are kept here (null) so that they are counted."""
+    kept = [e for e in evs if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
     gpu = [e for e in kept if e.cat in _GPU_CATS]
     rest = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
     marks = [e.ph == "X" and (e.cat in _ANNOTATION_CATS or (e.cat in _OP_CATS and e.name is not None
@@ -388,11 +484,13 @@ def _batches(evs: list[_Event]) -> tuple[pa.RecordBatch | None, ...]:
                  for group, gpu_cols in ((host, False), (gpu, True), (region, True)))
 
 
-def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[pl.DataFrame, ...]:
-    """Decode the raw event slices chunk by chunk into (host, GPU, region) event frames.
-    Each chunk's slices and (when the events live in `mm`) its mapped pages are released
-    once decoded, so the JSON text and the columns are never both fully in memory."""
+def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[tuple[pl.DataFrame, ...], int]:
+    """Decode the raw event slices chunk by chunk into (host, GPU, region) event frames, and
+    count the items of the list that are not JSON objects. Each chunk's slices and (when the
+    events live in `mm`) its mapped pages are released once decoded, so the JSON text and the
+    columns are never both fully in memory."""
     groups: tuple[list, list, list] = ([], [], [])
+    not_objects = 0
     base = _address(mm) if mm is not None else 0
     done = 0
     for i in range(0, len(raws), _CHUNK):
@@ -401,6 +499,7 @@ def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tupl
             evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
         except msgspec.ValidationError:
             evs = _coerce_chunk(chunk)
+            not_objects += sum(e is None for e in evs)
         for group, batch in zip(groups, _batches(evs)):
             if batch is not None:
                 group.append(batch)
@@ -414,13 +513,31 @@ def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tupl
     for batches, gpu in zip(groups, (False, True, True)):
         table = pa.Table.from_batches(batches) if batches else pa.Table.from_pydict(_columns([], gpu))
         frames.append(pl.from_arrow(table, rechunk=False))
-    return tuple(frames)
+    return tuple(frames), not_objects
 
 
 def _ns(ts_us: pl.Expr) -> pl.Expr:
-    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs."""
+    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs; null
+    where the value is not representable (validate.representable)."""
+    ts_us = pl.when(representable(ts_us * 1000)).then(ts_us)
     whole = ts_us.floor()
     return whole.cast(pl.Int64) * 1000 + ((ts_us - whole) * 1000).round().cast(pl.Int64)
+
+
+def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
+    """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
+    and is dropped as inverted), keeping the raw ts/dur for the validation warning."""
+    dur = pl.col("dur")
+    dur_ns = (pl.when(dur.is_null()).then(pl.lit(0, pl.Int64))
+              .when(representable(dur * 1000)).then(_ns(pl.when(representable(dur * 1000)).then(dur))))
+    return ev.with_columns(start_ns=_ns(pl.col("ts")), dur_ns=dur_ns).with_columns(
+        end_ns=pl.when(pl.col("start_ns").abs() <= LIMIT_NS).then(pl.col("start_ns") + pl.col("dur_ns")))
+
+
+def _describe(row: dict) -> str:
+    name = row.get("name")
+    return (f"{str(name)[:60]!r} (ph {str(row.get('ph'))[:4]!r}) at ts {fmt_value(row.get('ts'))} µs, "
+            f"dur {fmt_value(row.get('dur'))} µs")
 
 
 # ------------------------------------------------------------------ pairing B/E
@@ -493,12 +610,11 @@ def _is_region(ev: pl.DataFrame) -> pl.Expr:
 
 
 def _prepare(ev: pl.DataFrame) -> pl.DataFrame:
-    """µs -> ns, lower-cased category, B/E pairs -> complete events, end_ns."""
+    """Validated ns times -> lower-cased category, B/E pairs -> complete events, end_ns."""
     ev = ev.with_columns(
-        start_ns=_ns(pl.col("ts")),
-        dur_ns=pl.when(pl.col("dur") > 0).then((pl.col("dur") * 1000).round().cast(pl.Int64)).otherwise(0),
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
         _cat=pl.col("cat").str.to_lowercase().fill_null(""),
-    ).drop("ts", "dur")
+    ).drop("ts", "dur", "end_ns")
     ev = _pair_begin_end(ev)
     return ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
@@ -551,16 +667,51 @@ def _devices(trace: _Trace) -> list[dict]:
     return out
 
 
+def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None) -> str:
+    """Why a document with a trace event list still holds no event to store."""
+    if n_items == 0:
+        return "no trace events (the event list is empty)"
+    if dropped:
+        return f"no trace events left: {dropped}"
+    if not_objects == n_items:
+        return f"not a trace: a JSON list of {n_items} items, none of them a JSON object"
+    keys = ""
+    if first is not None:
+        try:
+            item = msgspec.json.decode(first, type=dict[str, msgspec.Raw])
+            keys = " (the first has keys " + ", ".join(repr(k[:40]) for k in list(item)[:8]) + ")"
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+    return (f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
+            '(an object with "ph" X, B or E and a numeric "ts")')
+
+
+def _clock_offset(base, warnings: list[str]) -> int:
+    if base is None or abs(base) <= LIMIT_NS:
+        return int(base or 0)
+    warnings.append(f"ignored baseTimeNanoseconds {fmt_value(base)}: not representable as int64 ns")
+    return 0
+
+
 def read(path: Path) -> Parsed:
     path = Path(path)
     raw = _open_buffer(path)
     trace, raws, warnings = _parse_outer(raw, path)
     trace.traceEvents = None
     n_events = len(raws)
+    first = bytes(raws[0])[:4096] if n_events else None
     recovered = bool(warnings)   # recovered slices are copies, not views of `raw`
-    host_ev, gpu_ev, region_ev = _events_frames(raws, None if recovered else raw)
+    frames, not_objects = _events_frames(raws, None if recovered else raw)
     del raws
     _trim_heap()
+    checked, dropped = check_times(dict(zip(("host", "gpu", "region"), map(_with_ns, frames))), _describe)
+    host_ev, gpu_ev, region_ev = checked.values()
+    if not (host_ev.height or gpu_ev.height or region_ev.height):
+        raise BadInput(_no_events(n_events, not_objects, dropped, first), path)
+    if not_objects:
+        warnings.append(f"skipped {not_objects} items of the event list that are not JSON objects")
+    if dropped:
+        warnings.append(dropped)
     paired = host_ev["ph"].is_in(["B", "E"]).any()
     host_ev, gpu_ev, region_ev = _prepare(host_ev), _prepare(gpu_ev), _prepare(region_ev)
     if paired:   # B/E pairs were completed on the host side; annotations among them are regions
@@ -578,9 +729,7 @@ def read(path: Path) -> Parsed:
     del gpu_ev, region_ev
 
     info = trace.distributedInfo or {}
-    if n_events == 0:
-        warnings.append("trace holds no events")
-    elif gpu.height == 0:
+    if gpu.height == 0:
         warnings.append("no GPU activity in this trace (CPU-only): GPU analyses will be empty")
     n_open = int(host["unfinished"].sum() or 0) + int(regions["unfinished"].sum() or 0)
     if n_open:
@@ -594,6 +743,6 @@ def read(path: Path) -> Parsed:
         world_size=_to_int(info.get("world_size")) if isinstance(info, dict) else None,
         host=host_name,
         devices=_devices(trace),
-        clock_offset_ns=int(trace.baseTimeNanoseconds or 0),
+        clock_offset_ns=_clock_offset(trace.baseTimeNanoseconds, warnings),
         warnings=warnings,
     )
