@@ -81,6 +81,12 @@ def edited_copy(src: Path, tmp_path: Path, *statements: str, name: str = "edited
 @pytest.mark.parametrize("rel", NSYS_FILES)
 def test_every_shared_nsys_export_ingests_with_source_row_counts(rel, tmp_path):
     path = shared_trace(rel)
+    if not any(raw_count(path, t) for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                            "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")):
+        # an export that captured nothing (DynamicViT) is refused, not added as an empty run
+        with pytest.raises(BadInput, match="no trace events"):
+            ingested(path, tmp_path)
+        return
     store = ingested(path, tmp_path)
     expected_gpu = {kind: n for kind, n in (
         ("kernel", raw_count(path, "CUPTI_ACTIVITY_KIND_KERNEL")),
@@ -326,7 +332,13 @@ def test_rank_precedence_mpi_ranks_then_environment_in_design_order(tmp_path):
     assert "HOME=" not in stored and "/bin/sh" not in stored
 
 
-@pytest.mark.parametrize("rel", ["nsys/DynamicViT/nsys_profile.sqlite", "nsys/WeatherBench2/report1.sqlite"])
+def test_export_that_captured_nothing_is_refused():
+    path = shared_trace("nsys/DynamicViT/nsys_profile.sqlite")   # only StringIds and TARGET_INFO_*
+    with pytest.raises(BadInput, match=r"no trace events \(no CUDA kernels, copies, runtime calls or NVTX ranges\)"):
+        nsys.read(path)
+
+
+@pytest.mark.parametrize("rel", ["nsys/WeatherBench2/report1.sqlite"])
 def test_exports_without_cuda_kernels_ingest_with_a_warning(rel, tmp_path):
     path = shared_trace(rel)
     parsed = nsys.read(path)

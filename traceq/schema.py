@@ -133,8 +133,23 @@ def conform(name: str, table: pa.Table | None) -> pa.Table:
         if field.name in table.column_names:
             col = table.column(field.name)
             if col.type != field.type:
-                col = col.cast(field.type)
+                col = _cast(col, field.type)
             cols.append(col)
         else:
             cols.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _cast(col, to: pa.DataType):
+    """Cast; integers that do not fit a narrower integer type (a grid of 10**12) become null."""
+    try:
+        return col.cast(to)
+    except pa.ArrowInvalid:
+        if not (pa.types.is_integer(col.type) and pa.types.is_integer(to)):
+            raise
+        import pyarrow.compute as pc
+
+        info = (-(2 ** (to.bit_width - 1)), 2 ** (to.bit_width - 1) - 1) if pa.types.is_signed_integer(to) \
+            else (0, 2 ** to.bit_width - 1)
+        fits = pc.and_(pc.greater_equal(col, info[0]), pc.less_equal(col, info[1]))
+        return pc.if_else(fits, col, pa.scalar(None, col.type)).cast(to)

@@ -20,6 +20,7 @@ from .common import Parsed, rank_from_filename
 from .hashing import sha256_file
 
 FORMATS = ("nsys", "kineto", "timer", "deep500", "mila")
+MAX_RANK = 1 << 20   # ranks and world sizes beyond this are garbage, not clusters
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz")
 
 
@@ -139,8 +140,16 @@ def _parse_and_stage(store_path: str, job: _Job) -> Staged:
     fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
     parsed = _reader(fmt)(job.path)
     rank = job.rank if job.rank is not None else parsed.rank
+    if rank is not None and not 0 <= rank < MAX_RANK:
+        parsed.warnings.append(f"ignored rank {rank} written in the file (not in 0..{MAX_RANK - 1})")
+        rank = None
+    if parsed.world_size is not None and not 0 < parsed.world_size <= MAX_RANK:
+        parsed.warnings.append(f"ignored world size {parsed.world_size} written in the file")
+        parsed.world_size = None
     if rank is None:
         rank = rank_from_filename(job.path)
+    if rank is not None and not 0 <= rank < MAX_RANK:
+        raise BadInput(f"rank {rank} is out of range (0..{MAX_RANK - 1})", job.path)
     data = RankData(
         run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
         source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,

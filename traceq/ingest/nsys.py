@@ -34,6 +34,7 @@ from .. import schema
 from ..categories import classify
 from ..errors import BadInput
 from .common import Parsed, nesting_depth, strip_api_suffix_expr
+from .validate import LIMIT_NS, check_times, fmt_value
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -79,6 +80,17 @@ def _pid(col: str) -> str:
 
 def _tid(col: str) -> str:
     return f"({col} & 16777215)"
+
+
+def _int(expr: str) -> str:
+    """An SQL expression as an integer whatever its storage class: integers as they are,
+    reals that fit int64 truncated, anything else (text, blobs, 1e300) NULL."""
+    return (f"(CASE typeof({expr}) WHEN 'integer' THEN {expr} WHEN 'real' THEN CASE WHEN abs({expr}) < 4.6e18 "
+            f"THEN CAST({expr} AS INTEGER) END END)")
+
+
+def _text(expr: str) -> str:
+    return f"CAST({expr} AS TEXT)"
 
 
 # The integer columns read from each activity table: key -> (table, alias -> SQL, WHERE). A tuple
@@ -153,26 +165,33 @@ class _Export:
         The activity tables are read by the ADBC SQLite driver straight into Arrow (C, no
         Python object per value); text tables stay on sqlite3, which decodes bad UTF-8.
         """
-        out, queries = {}, {}
+        out, queries, coerced = {}, {}, {}
         for key, (table, select, where) in specs.items():
             cond = self.usable(table, where)
             if table not in self.tables or not cond:
                 out[key] = pl.DataFrame(schema=dict.fromkeys(select, pl.Int64))
                 continue
-            exprs = ", ".join(f"{self.usable(table, e) or 'NULL'} AS {alias}" for alias, e in select.items())
-            queries[key] = f'SELECT {exprs} FROM "{table}" WHERE {cond}'
+            exprs = [(alias, self.usable(table, e) or "NULL") for alias, e in select.items()]
+            queries[key] = f'SELECT {", ".join(f"{e} AS {a}" for a, e in exprs)} FROM "{table}" WHERE {cond}'
+            coerced[key] = f'SELECT {", ".join(f"{_int(e)} AS {a}" for a, e in exprs)} FROM "{table}" WHERE {cond}'
         # ADBC fetches run in C without the GIL: read the tables side by side
         with ThreadPoolExecutor(max_workers=min(4, max(1, len(queries)))) as pool:
             frames = dict(zip(queries, pool.map(lambda sql: _arrow_query(self.path, sql), queries.values())))
         for key, frame in frames.items():
-            if frame is None:   # ADBC could not read it (mixed types in a column): sqlite3 can
-                frame = _sqlite_query(self.con, queries[key])
-            out[key] = frame.select(pl.col(a).cast(pl.Int64) for a in specs[key][1])
+            cols = [pl.col(a).cast(pl.Int64) for a in specs[key][1]]
+            try:
+                if frame is None:
+                    raise ValueError("ADBC could not read it")
+                out[key] = frame.select(cols)
+            except (ValueError, pl.exceptions.PolarsError):
+                # mixed or wrong storage classes (text, reals beyond int64): sqlite3 reads every
+                # value, and values that are no integer become NULL (dropped or null later)
+                out[key] = _sqlite_query(self.con, coerced[key]).select(cols)
         return out
 
     def strings(self) -> pl.DataFrame:
         if self._strings is None:
-            rows = (self.con.execute("SELECT id, value FROM StringIds").fetchall()
+            rows = (self.con.execute(f"SELECT {_int('id')}, {_text('value')} FROM StringIds").fetchall()
                     if {"id", "value"} <= self.columns("StringIds") else [])
             self._strings = pl.DataFrame(rows, schema={"id": pl.Int64, "value": pl.String}, orient="row")
         return self._strings
@@ -184,7 +203,8 @@ class _Export:
 
     def enum(self, table: str, fallback: dict[int, str]) -> dict[int, str]:
         if {"id", "label"} <= self.columns(table):
-            return dict(self.con.execute(f'SELECT id, label FROM "{table}"').fetchall())
+            rows = self.con.execute(f'SELECT {_int("id")}, {_text("label")} FROM "{table}"').fetchall()
+            return {i: label for i, label in rows if i is not None and label is not None}
         return fallback
 
     # ------------------------------------------------------------------ tables
@@ -252,7 +272,8 @@ class _Export:
         dtypes = {a: pl.String if a == "text" else pl.Int64 for a in cols}
         rows = []
         if self.usable("NVTX_EVENTS", "eventType"):
-            exprs = ", ".join(self.usable("NVTX_EVENTS", e) or "NULL" for e in cols.values())
+            exprs = ", ".join((_text if a == "text" else _int)(self.usable("NVTX_EVENTS", e) or "NULL")
+                              for a, e in cols.items())
             types = ", ".join(map(str, NVTX_RANGES + (NVTX_DOMAIN_CREATE,)))
             rows = self.con.execute(f"SELECT {exprs} FROM NVTX_EVENTS WHERE eventType IN ({types})").fetchall()
         ev = pl.DataFrame(rows, schema=dtypes, orient="row")
@@ -264,15 +285,15 @@ class _Export:
         ranges = ev.filter(pl.col("event_type") != NVTX_DOMAIN_CREATE)
         ranges = ranges.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
         cross_thread = ranges.filter(pl.col("end_thread") != pl.col("thread")).height
-        capture_end = max((t for t in (last_activity, ev["start_ns"].max(), ev["end_ns"].max()) if t is not None),
-                          default=0)
+        sane = [ev[c].filter(ev[c].abs() <= LIMIT_NS).max() for c in ("start_ns", "end_ns")]
+        capture_end = max((t for t in (last_activity, *sane) if t is not None), default=0)
         ranges = ranges.with_columns(
             source=pl.lit("nvtx"),
             unfinished=pl.col("end_ns").is_null(),
             end_ns=pl.col("end_ns").fill_null(capture_end),
         )
         depth = nesting_depth(np.zeros(ranges.height, np.int64), ranges["thread"].fill_null(0).to_numpy(),
-                              ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
+                              ranges["start_ns"].fill_null(0).to_numpy(), ranges["end_ns"].fill_null(0).to_numpy())
         ranges = ranges.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
         return ranges.drop("event_type", "domain_id", "thread", "end_thread"), cross_thread
 
@@ -280,7 +301,7 @@ class _Export:
     def meta(self, key: str) -> str | None:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if {"name", "value"} <= self.columns(table):
-                row = self.con.execute(f"SELECT value FROM {table} WHERE name = ?", (key,)).fetchone()
+                row = self.con.execute(f"SELECT {_text('value')} FROM {table} WHERE name = ?", (key,)).fetchone()
                 if row:
                     return row[0]
         return None
@@ -289,7 +310,8 @@ class _Export:
         """MPI_RANKS, else the first of RANK_VARS set in the capture environment
         (TARGET_INFO_SYSTEM_ENV or, nsys 2024+, META_DATA_CAPTURE)."""
         if "rank" in self.columns("MPI_RANKS"):
-            ranks = sorted(r for (r,) in self.con.execute("SELECT DISTINCT rank FROM MPI_RANKS") if r is not None)
+            ranks = sorted(r for (r,) in self.con.execute(f"SELECT DISTINCT {_int('rank')} FROM MPI_RANKS")
+                           if r is not None)
             if len(ranks) == 1:
                 return int(ranks[0]), []
             if ranks:
@@ -317,7 +339,7 @@ class _Export:
         out: list[tuple[str, int]] = []
         if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
             wanted = ("DeviceEnvironment",) + RANK_VARS
-            rows = self.con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV WHERE name IN "
+            rows = self.con.execute(f"SELECT name, {_text('value')} FROM TARGET_INFO_SYSTEM_ENV WHERE name IN "
                                     f"({', '.join('?' * len(wanted))})", wanted).fetchall()
             for name, value in rows:
                 if name == "DeviceEnvironment":
@@ -338,7 +360,7 @@ class _Export:
 
     def host(self) -> str | None:
         if {"name", "value"} <= self.columns("TARGET_INFO_SYSTEM_ENV"):
-            row = self.con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
+            row = self.con.execute(f"SELECT {_text('value')} FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()
             return row[0] if row else None
         return None
 
@@ -346,14 +368,15 @@ class _Export:
         cols = self.columns("TARGET_INFO_GPU")
         if "id" not in cols:
             return []
-        pick = ", ".join(c if c in cols else "NULL" for c in ("id", "name", "smCount", "totalMemory"))
+        pick = ", ".join((_text if c == "name" else _int)(c) if c in cols else "NULL"
+                         for c in ("id", "name", "smCount", "totalMemory"))
         rows = self.con.execute(f"SELECT DISTINCT {pick} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
         return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem} for i, n, sm, mem in rows]
 
     def clock_offset_ns(self) -> int:
         if "utcEpochNs" in self.columns("TARGET_INFO_SESSION_START_TIME"):
-            row = self.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-            if row and row[0] is not None:
+            row = self.con.execute(f"SELECT {_int('utcEpochNs')} FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            if row and row[0] is not None and abs(row[0]) <= LIMIT_NS:
                 return int(row[0])
         return 0
 
@@ -364,8 +387,16 @@ class _Export:
         raw = self.fetch_ints(ACTIVITY)
         host = self.host_ops(raw["runtime"])
         gpu = self.gpu_ops(raw, host)
+        checked, dropped = check_times({"gpu": gpu, "host": host}, _describe, "CUDA activity records")
+        gpu, host = checked["gpu"], checked["host"]
         regions, cross_thread = self.regions(max(gpu["end_ns"].max() or 0, host["end_ns"].max() or 0))
+        checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges", reference=[gpu, host])
+        regions = checked["regions"]
+        if not (gpu.height or host.height or regions.height):
+            raise BadInput("no trace events (no CUDA kernels, copies, runtime calls or NVTX ranges"
+                           + (f"; {dropped or dropped_nvtx}" if dropped or dropped_nvtx else "") + ")", self.path)
         warnings = [] if (gpu["kind"] == "kernel").any() else [NO_KERNELS]
+        warnings += [w for w in (dropped, dropped_nvtx) if w]
         if cross_thread:
             warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
                             "(kept with the starting thread's pid/tid)")
@@ -401,6 +432,12 @@ def _sqlite_query(con: sqlite3.Connection, sql: str) -> pl.DataFrame:
     cur = con.execute(sql)
     names = [d[0] for d in cur.description]
     return pl.DataFrame(cur.fetchall(), schema=dict.fromkeys(names, pl.Int64), orient="row")
+
+
+def _describe(row: dict) -> str:
+    what = row.get("kind") or row.get("source") or "event"
+    return (f"{what} {str(row.get('name'))[:60]!r} with start {fmt_value(row.get('start_ns'))} ns, "
+            f"end {fmt_value(row.get('end_ns'))} ns")
 
 
 def _api_base(name: pl.Expr) -> pl.Expr:

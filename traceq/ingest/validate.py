@@ -50,12 +50,13 @@ def _sane() -> pl.Expr:
 
 
 def check_times(frames: dict[str, pl.DataFrame], describe: Callable[[dict], str],
-                what: str = "events") -> tuple[dict[str, pl.DataFrame], str | None]:
+                what: str = "events", reference: list[pl.DataFrame] = ()) -> tuple[dict[str, pl.DataFrame], str | None]:
     """Drop the rows of `frames` (each with Int64 `start_ns`/`end_ns`; null = missing or not
     representable) whose times are invalid or absurd (module doc). Returns the kept frames and
     one warning (None when nothing was dropped) counting the drops with an example, which
-    `describe(row)` formats from the first dropped row."""
-    present = [f for f in frames.values() if f.height]
+    `describe(row)` formats from the first dropped row. `reference` frames (already checked)
+    count for the trace's span too."""
+    present = [f.select("start_ns", "end_ns") for f in [*frames.values(), *reference] if f.height]
     bounds = _bounds(present)
     keep = _sane()
     if bounds is not None:
