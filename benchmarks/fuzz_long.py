@@ -1,0 +1,86 @@
+"""The long fuzzing run: the properties of tests/test_fuzz_ingest.py with a large example budget.
+
+    python benchmarks/fuzz_long.py --minutes 60            # Kineto and nsys, half the time each
+    python benchmarks/fuzz_long.py --minutes 10 --only nsys
+
+Each property runs until its share of the time is spent (hypothesis, random seeds). Every
+failure is printed with its hypothesis reproduction blob and the failing input is written to
+benchmarks/fuzz_crashers/; turn it into a regression file/test under tests/. The last line
+is a JSON summary: examples run, minutes, outcomes (added / refused) and failures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fuzzing import check_contract, kineto_document, nsys_export, write_kineto, write_sqlite  # noqa: E402
+
+CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=60)
+    ap.add_argument("--only", choices=["kineto", "nsys"])
+    args = ap.parse_args()
+    targets = [t for t in ("kineto", "nsys") if args.only in (None, t)]
+    stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
+    tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
+    t_start = time.time()
+    for i, target in enumerate(targets):
+        deadline = t_start + args.minutes * 60 * (i + 1) / len(targets)
+
+        def one(path: Path) -> None:
+            if time.time() > deadline:
+                return
+            store = tmp / "store"
+            shutil.rmtree(store, ignore_errors=True)
+            stats["examples"][target] += 1
+            try:
+                outcome = check_contract(path, store)
+                stats["outcomes"][outcome.split(":")[0] if outcome == "added" else "refused: " + outcome.split(": ", 2)[-1][:50]] += 1
+            except BaseException as exc:  # noqa: BLE001 - record, keep the input, go on
+                CRASHERS.mkdir(exist_ok=True)
+                keep = CRASHERS / f"{target}-{len(stats['failures'])}{''.join(path.suffixes)}"
+                shutil.copy(path, keep)
+                stats["failures"].append({"target": target, "file": str(keep), "error": f"{type(exc).__name__}: {exc}"[:300]})
+                traceback.print_exc()
+
+        cfg = settings(max_examples=10**9, deadline=None, database=None, phases=["generate"],
+                       suppress_health_check=list(HealthCheck))
+        if target == "kineto":
+            @cfg
+            @given(doc=kineto_document(), gz=st.booleans())
+            def prop(doc, gz):
+                one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), doc, gz))
+        else:
+            @cfg
+            @given(tables=nsys_export())
+            def prop(tables):
+                p = tmp / "e.sqlite"
+                p.unlink(missing_ok=True)
+                one(write_sqlite(p, tables))
+        while time.time() < deadline:   # a property ends when hypothesis thinks it is done: go again
+            prop()
+    shutil.rmtree(tmp, ignore_errors=True)
+    summary = {"minutes": round((time.time() - t_start) / 60, 1), "examples": dict(stats["examples"]),
+               "outcomes": dict(stats["outcomes"].most_common(12)), "failures": stats["failures"]}
+    print(json.dumps(summary, indent=1))
+    return 1 if stats["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
