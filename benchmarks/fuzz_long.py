@@ -59,7 +59,7 @@ def main() -> int:
                 stats["failures"].append({"target": target, "file": str(keep), "error": f"{type(exc).__name__}: {exc}"[:300]})
                 traceback.print_exc()
 
-        cfg = settings(max_examples=10**9, deadline=None, database=None, phases=["generate"],
+        cfg = settings(max_examples=200, deadline=None, database=None, phases=["generate"],
                        suppress_health_check=list(HealthCheck))
         if target == "kineto":
             @cfg
