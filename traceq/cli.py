@@ -283,12 +283,43 @@ def hotspots(
     emit(shown, "table", headline=headline(everything, scope), highlight=highlight, notes=notes)
 
 
+@app.command()
+def doctor(store: StoreOpt = None) -> None:
+    """Verify every file of the store's manifest (exists, readable, row counts as recorded) and
+    say what to re-ingest. Exit 0 when the store is sound, 1 when something is damaged.
+
+    Example: traceq doctor --store .traceq
+    """
+    from .doctor import check_store
+    from .store import Store
+
+    problems, checked = check_store(store)
+    if problems.height == 0:
+        sys.stdout.write(f"{Store(store).path}: store OK ({checked} files of "
+                         f"{len(Store(store).manifest_rows())} ranks verified)\n")
+        return
+    for p in problems.iter_rows(named=True):
+        sys.stderr.write(f"traceq: {p['file']}: {p['problem']} (run {p['run']!r} rank {p['rank']}, "
+                         f"{p['table']}); repair: {p['reingest']}\n")
+    raise typer.Exit(1)
+
+
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
 for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer",
              "traceq.cli_experiments", "traceq.cli_ranks"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
+
+
+def _damaged_store_file(exc: Exception) -> str | None:
+    """The store file named by a DuckDB/Arrow read error (a corrupt or vanished Parquet file)."""
+    import re
+
+    if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb", "pyarrow"):
+        return None
+    m = re.search(r"""["']?(/[^"'\s]+\.parquet)""", str(exc))
+    return m.group(1) if m else None
 
 
 def main() -> None:
@@ -310,6 +341,11 @@ def main() -> None:
         if isinstance(exc, TraceqError):
             sys.stderr.write(f"traceq: {exc}\n")
             sys.exit(exc.exit_code)
+        damaged = _damaged_store_file(exc)
+        if damaged:
+            sys.stderr.write(f"traceq: {damaged}: store file is damaged ({type(exc).__name__}); "
+                             "run `traceq doctor` to see what to re-ingest\n")
+            sys.exit(1)
         sys.stderr.write(f"traceq: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)\n")
         sys.exit(1)
 

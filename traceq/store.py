@@ -110,7 +110,8 @@ class Store:
         try:
             return pq.read_table(self.manifest_path)
         except Exception as exc:  # corrupt manifest: say so, do not guess
-            raise TraceqError(f"store manifest is unreadable ({exc})", self.manifest_path) from None
+            raise TraceqError(f"store manifest is unreadable ({str(exc).splitlines()[0][:160]}); the store cannot be "
+                              "repaired in place: re-ingest the traces into a new store", self.manifest_path) from None
 
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
@@ -158,10 +159,18 @@ class Store:
             raise TraceqError(f"cannot create store ({exc.strerror})", self.path) from None
 
     def stage(self, data: RankData) -> Staged:
-        """Write the rank's tables (with run/rank columns) to a fresh staging folder."""
+        """Write the rank's tables (with run/rank columns) to a fresh staging folder.
+        A write that fails (full disk, read-only store) removes the folder and says so."""
         self._ensure()
         sdir = self.path / ".staging" / uuid.uuid4().hex
-        sdir.mkdir()
+        try:
+            sdir.mkdir()
+            return self._stage_into(sdir, data)
+        except OSError as exc:
+            shutil.rmtree(sdir, ignore_errors=True)
+            raise _write_error(exc, self.path) from None
+
+    def _stage_into(self, sdir: Path, data: RankData) -> Staged:
         tables = {table: schema.conform(table, data.tables.get(table)) for table in schema.TABLES}
         counts = {table: t.num_rows for table, t in tables.items()}
 
@@ -184,7 +193,11 @@ class Store:
     @contextlib.contextmanager
     def _locked(self):
         self._ensure()
-        with open(self.path / ".lock", "w") as lock:
+        try:
+            lock = open(self.path / ".lock", "a")
+        except OSError as exc:
+            raise _write_error(exc, self.path) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -199,6 +212,12 @@ class Store:
         silently). All or nothing: an error leaves the manifest as it was.
         Returns a status per staged rank: "added", "replaced" or "unchanged".
         """
+        try:
+            return self._commit(staged, force)
+        except OSError as exc:   # full disk, read-only store: the manifest was not replaced
+            raise _write_error(exc, self.path) from None
+
+    def _commit(self, staged: list[Staged], force: bool) -> list[str]:
         statuses: list[str] = []
         with self._locked():
             rows = self.manifest_rows()
@@ -212,6 +231,7 @@ class Store:
                     raise TraceqError(f"run {d.run!r} already has a rank {d.rank} from another file "
                                       f"({old['source_path']}); choose a new run name with --run NAME, "
                                       "or --force to replace it", d.source_path)
+            moved: list[Path] = []   # table files placed by this commit: removed again if it fails
             for st in staged:
                 d = st.data
                 key = (d.run, d.rank)
@@ -226,6 +246,7 @@ class Store:
                     (self.path / rel).parent.mkdir(parents=True, exist_ok=True)
                     os.replace(st.staging_dir / fname, self.path / rel)
                     rel_files[table] = str(rel)
+                    moved.append(self.path / rel)
                 if old is not None:
                     superseded.extend(json.loads(old["files"] or "{}").values())
                 keep[key] = {
@@ -244,8 +265,17 @@ class Store:
                 ordered = sorted(keep.values(), key=lambda r: (r["run"], r["rank"]))
                 table = pa.Table.from_pylist(ordered, schema=schema.RUNS)
                 tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
-                pq.write_table(table, tmp)
-                os.replace(tmp, self.manifest_path)
+                try:
+                    pq.write_table(table, tmp)
+                    os.replace(tmp, self.manifest_path)
+                except BaseException:
+                    for f in moved:   # the manifest never listed them: take them back out
+                        with contextlib.suppress(OSError):
+                            f.unlink()
+                    raise
+                finally:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
                 for rel in superseded:
                     with contextlib.suppress(OSError):
                         (self.path / rel).unlink()
@@ -276,6 +306,10 @@ class Store:
                 with contextlib.suppress(OSError):
                     if datetime.now().timestamp() - d.stat().st_mtime > 3600:
                         shutil.rmtree(d, ignore_errors=True)
+
+
+def _write_error(exc: OSError, path: Path) -> TraceqError:
+    return TraceqError(f"cannot write to the store ({exc.strerror or exc}); nothing was changed", path)
 
 
 def _sql_str(s: str) -> str:
