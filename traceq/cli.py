@@ -318,7 +318,7 @@ def _damaged_store_file(exc: Exception) -> str | None:
 
     if type(exc).__module__.split(".")[0] not in ("duckdb", "_duckdb", "pyarrow"):
         return None
-    m = re.search(r"""["']?(/[^"'\s]+\.parquet)""", str(exc))
+    m = re.search(r"""["']([^"']+\.parquet)["']""", str(exc)) or re.search(r"(\S+\.parquet)", str(exc))
     return m.group(1) if m else None
 
 
