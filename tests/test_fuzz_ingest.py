@@ -58,7 +58,7 @@ def fresh(seeded: Path, where: Path) -> Path:
     return store
 
 
-@budget(60)
+@budget(40)
 @given(doc=kineto_document(), gz=st.booleans())
 def test_hostile_kineto_traces_keep_the_contract(seeded, doc, gz):
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +67,7 @@ def test_hostile_kineto_traces_keep_the_contract(seeded, doc, gz):
         check_contract(path, fresh(seeded, tmp))
 
 
-@budget(40)
+@budget(30)
 @given(tables=nsys_export())
 def test_hostile_nsys_exports_keep_the_contract(seeded, tables):
     with tempfile.TemporaryDirectory() as tmp:
