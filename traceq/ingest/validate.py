@@ -31,7 +31,8 @@ def representable(expr: pl.Expr) -> pl.Expr:
     return expr.is_finite() & (expr.abs() <= float(LIMIT_NS))
 
 
-def _bounds(frames: list[pl.DataFrame]) -> tuple[int, int] | None:
+def _bounds(frames: list[pl.DataFrame]) -> tuple[int, int, int] | None:
+    """(lowest start, highest end, margin) of the events kept, in ns (module doc)."""
     parts = [f.select(pl.col("start_ns").filter(_sane())) for f in frames if f.height]
     starts = pl.concat(parts) if parts else pl.DataFrame({"start_ns": []}, schema={"start_ns": pl.Int64})
     if starts.height == 0:
@@ -40,7 +41,7 @@ def _bounds(frames: list[pl.DataFrame]) -> tuple[int, int] | None:
                              pl.col("start_ns").quantile(0.75, "higher").alias("q75")).row(0)
     q25, q75 = int(q25), int(q75)
     w = max(q75 - q25, MIN_WIDTH_NS)
-    return q25 - ABSURD_FACTOR * w, q75 + ABSURD_FACTOR * w
+    return q25 - ABSURD_FACTOR * w, q75 + ABSURD_FACTOR * w, ABSURD_FACTOR * w
 
 
 def _sane() -> pl.Expr:
@@ -76,13 +77,13 @@ def check_times(frames: dict[str, pl.DataFrame], describe: Callable[[dict], str]
         out[name] = f
     if not dropped:
         return out, None
-    span = "" if bounds is None else f" (kept: {_fmt_ns(bounds[0])} .. {_fmt_ns(bounds[1])})"
+    span = "" if bounds is None else f" (kept: within {_fmt_ns(bounds[2])} of the middle half of the trace)"
     return out, (f"dropped {dropped} {what} whose times are missing, inverted, not representable as int64 ns "
                  f"or absurdly far from the trace's span{span}; e.g. {example}")
 
 
 def _fmt_ns(v: int) -> str:
-    return f"{v / 1e9:.6g} s"
+    return f"{v / 1e9:,.0f} s"
 
 
 def fmt_value(v) -> str:
