@@ -231,6 +231,8 @@ def _what_object(text) -> str:
         keys = list(msgspec.json.decode(text, type=dict[str, msgspec.Raw]))
     except (msgspec.ValidationError, msgspec.DecodeError):
         keys = []
+    if "traceEvents" in keys:
+        return 'not a Chrome trace ("traceEvents" is not a list of events)'
     shown = ", ".join(repr(k[:40]) for k in keys[:8]) + (", ..." if len(keys) > 8 else "")
     return (f"not a trace: a JSON object with keys {shown}" if keys else "not a trace: an empty JSON object") + \
         '; a Chrome/Kineto trace is an object with a "traceEvents" list (or a list of events)'
