@@ -216,3 +216,20 @@ def test_report_shows_every_rank_on_the_common_clock(generated, tmp_path):
     html = (tmp_path / "r.html").read_text()
     assert "Collectives per rank on the common clock" in html and f"straggler: rank {STRAGGLER}" in html
     assert all(f'"rank {r}"' in html for r in range(4))
+
+
+def test_executor_options_and_environment(monkeypatch):
+    from traceq.executor import resolve, run_map
+
+    monkeypatch.setenv("TRACEQ_EXECUTOR", "dask")
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://10.0.0.1:8786")
+    spec = resolve()
+    assert (spec.kind, spec.scheduler) == ("dask", "tcp://10.0.0.1:8786")
+    assert resolve("local").kind == "local"          # the option wins over the environment
+    with pytest.raises(TraceqError, match="need --executor dask"):
+        resolve("local", scheduler="tcp://x:1")
+    with pytest.raises(TraceqError, match="choose local"):
+        resolve("spark")
+    done = []
+    assert sorted(run_map(abs, [-2, 1, -3], ExecutorSpec(jobs=1), lambda i, r: done.append((i, r)))) == [1, 2, 3]
+    assert done == [(-2, 2), (1, 1), (-3, 3)]
