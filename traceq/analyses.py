@@ -1,16 +1,167 @@
-"""The Python API of every analysis, one import away: `traceq.analyses.hotspots(store, ...)`.
+"""Every analysis of traceq, declared once (see traceq/registry.py for what a declaration
+gives and how to add one). The CLI commands, their --help, the Python API methods
+(`traceq.open_store(...).hotspots(...)`), the JSON documents and the terminal tables are all
+derived from `REGISTRY`. Nothing heavy is imported here, so `traceq --help` stays fast.
 
-Each function takes the store (path or `Store`; default ./.traceq) and the scope
-(`run=`, `rank=`, `steps=`) and returns polars DataFrame(s); the CLI renders the same.
+The module-level functions of the first API (`traceq.analyses.hotspots(store, run=...)`,
+returning plain DataFrames) stay available as lazy attributes.
 """
 from __future__ import annotations
 
-from .analysis.breakdown import breakdown, timer_breakdown
-from .analysis.catalog import runs, sql
-from .analysis.diff import diff
-from .analysis.hotspots import hotspots
-from .analysis.overlap import overlap
-from .analysis.stalls import stalls
-from .analysis.summary import summary
+from .registry import Analysis, Column, Param
 
-__all__ = ["breakdown", "diff", "hotspots", "overlap", "runs", "sql", "stalls", "summary", "timer_breakdown"]
+WINDOW = Param("window", str, "all",
+               "all: every kernel, memcpy and memset, exact ns (traceq's definition). hta: HTA 0.5.0's window "
+               "(ops launched before the last ProfilerStep), its kernel classification and its µs rounding, "
+               "to reproduce HTA's numbers.", "all|hta", flags=("-w",), choices=("all", "hta"))
+
+
+def _sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:
+    from .queries import output_columns
+
+    return (*(Column(c, m) for c, m in output_columns(name)), *extra)
+
+
+_SPECS = [
+    Analysis(
+        name="hotspots",
+        help="Kernel hotspots: time per kernel name (nsys cuda_gpu_kern_sum semantics), its category, and "
+             "advice for avoidable work (layout transposes, memsets, tiny-kernel swarms, pageable copies).",
+        examples=("traceq hotspots --top 10 --category transpose,memset", "traceq hotspots -f json -o hot.json"),
+        compute="traceq.views:hotspots",
+        params=(
+            Param("top", int, 20, "Show the N longest (0 = all).", "N", flags=("-n",)),
+            Param("category", str, None, "Only these categories, comma-separated (e.g. transpose,memset).",
+                  "CAT[,CAT]", flags=("-c",)),
+        ),
+        columns=_sql_columns("hotspots", Column("advice", "what to change for avoidable work (null otherwise)"),
+                             Column("avoidable", "true when advice applies")),
+        sort=("total_ns descending",),
+        drop_first=("stddev_ns", "min_ns", "max_ns", "median_ns", "mean_ns", "category"),
+        view="traceq.views:hotspots_view",
+        report="Hotspots",
+    ),
+    Analysis(
+        name="summary",
+        help="Where the GPU timeline goes, per rank: idle, compute and non-compute time as % of the span from "
+             "the first GPU op's start to the last one's end (HTA's temporal breakdown).\n\n"
+             "idle = span − |union of all ops|; compute = |union of compute kernels|; non-compute = the rest "
+             "(communication, copies, memsets). A trace without GPU ops gives no rows and says so.",
+        examples=("traceq summary --window hta --format json",),
+        compute="traceq.views:summary",
+        params=(WINDOW,),
+        columns=_sql_columns("summary"),
+        sort=("rank",),
+        drop_first=("busy_ns", "ops", "non_compute_ns", "compute_ns", "idle_ns", "span_ns"),
+        report="Summary",
+    ),
+    Analysis(
+        name="overlap",
+        help="Communication/compute overlap: communication kernel time, the part of it hidden under compute "
+             "kernels, the exposed rest, overlap % = 100·overlapped/comm (HTA's definition) and exposed "
+             "communication as % of step time; across ranks min/median/max and the slowest rank.",
+        examples=("traceq overlap --by step --window hta",),
+        compute="traceq.views:overlap",
+        params=(WINDOW, Param("by", str, "rank", "rank: one row per rank; step: one row per rank and ProfilerStep "
+                              "(ops grouped by the step that launched them); across: one row summarising the ranks "
+                              "(min/median/max, straggler hints).", "rank|step|across",
+                              choices=("rank", "step", "across"))),
+        columns=_sql_columns("overlap"),
+        sort=("rank", "step"),
+        drop_first=("compute_ns", "comm_ops", "steps", "step_ns", "overlapped_ns"),
+        view="traceq.views:overlap_view",
+        report="Communication overlap",
+    ),
+    Analysis(
+        name="breakdown",
+        help="Per-region CPU time versus the GPU work launched inside it (NVTX ranges, record_function "
+             "annotations, ProfilerSteps, DataLoader calls, timer keys).\n\n"
+             "A GPU op counts for every region on the launching thread that fully contains its launch call "
+             "(nsys nvtx_gpu_proj rule). gpu_proj = last op end - first op start per instance; gpu_busy = union "
+             "of the ops; gpu_busy_per_cpu < 1: the GPU works less than the host spends in the region. Kineto "
+             "GPU-side annotation spans show as source gpu_annotation. --by timer shows CPU vs GPU time per "
+             "timer key with min/mean/median/max/stdev.",
+        examples=("traceq breakdown --by nvtx --top 20",
+                  "traceq breakdown --by annotation --steps 3:8 --format csv -o regions.csv",
+                  "traceq breakdown --by timer"),
+        compute="traceq.views:breakdown",
+        params=(Param("by", str, "all", "Region kind: all, nvtx, annotation, step, dataloader or timer.",
+                      "KIND", choices=("all", "nvtx", "annotation", "step", "dataloader", "timer")),
+                Param("top", int, 30, "Show the N regions with the most CPU time (0 = all).", "N", flags=("-n",))),
+        columns=_sql_columns("breakdown"),
+        sort=("cpu_total_ns descending",),
+        drop_first=("unfinished", "gpu_busy_per_cpu", "cpu_mean_ns", "gpu_proj_ns", "gpu_ops", "domain", "source"),
+        view="traceq.views:breakdown_view",
+        report="Regions",
+    ),
+    Analysis(
+        name="stalls",
+        help="Data-loading stalls and other GPU starvation.\n\n"
+             "GPU idle gaps of at least --min-gap-us are split by what the host was doing, in priority order: "
+             "data loading (DataLoader spans, timer IO regions, --data-pattern regions), synchronisation "
+             "(cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize, blocking cudaMemcpy), "
+             "launch-bound (host inside other CUDA API calls), other. Per step: host time waiting for data, GPU "
+             "idle while waiting, and their share of the step, with advice when data wait exceeds 5 % of step "
+             "time. Steps are ProfilerSteps, else timer BATCH regions, else the iterations between DataLoader "
+             "calls. CPU-only traces still get the per-step data-wait share.",
+        examples=("traceq stalls", "traceq stalls --min-gap-us 200 --data-pattern 'decode|augment'",
+                  "traceq stalls --table steps --format csv -o steps.csv"),
+        compute="traceq.views:stalls",
+        params=(Param("min_gap_us", float, 50.0, "Smallest GPU idle gap to count, µs.", "US"),
+                Param("data_pattern", str, None, "Regex: regions whose name matches also count as data loading "
+                      "(e.g. 'load|decode').", "REGEX"),
+                Param("table", str, "both", "Which table: both (steps, and causes as a second table), causes, "
+                      "steps or gaps (every gap).", "both|causes|steps|gaps",
+                      choices=("both", "causes", "steps", "gaps"))),
+        columns=_sql_columns("stalls_steps", Column("gpu_idle_waiting_pct", "100 · gpu_idle_waiting_ns / step_ns, %")),
+        sort=("rank", "step"),
+        drop_first=("gpu_idle_ns", "step_source", "gpu_idle_waiting_ns"),
+        view="traceq.views:stalls_view",
+        report="Data-loading stalls",
+    ),
+    Analysis(
+        name="diff",
+        help="What changed from run A to run B: GPU time per kernel category and per kernel name (count, total "
+             "in A and B, delta, appeared/disappeared/changed), CPU time per region name, and the summary/overlap "
+             "headline numbers of both runs.\n\n"
+             "--rank and --steps apply to both runs. JSON is one object "
+             "{\"categories\": [...], \"kernels\": [...], \"regions\": [...], \"headline\": {...}}; CSV prints each "
+             "table after a \"# <table>\" line (or one plain table with --only).",
+        examples=("traceq diff baseline amp_channels_last --top 10",),
+        compute="traceq.views:diff",
+        params=(Param("top", int, 20, "Show the N largest kernel and region changes (0 = all).", "N", flags=("-n",)),
+                Param("only", str, None, "Print one table: categories, kernels, regions or headline.", "TABLE",
+                      choices=("headline", "categories", "kernels", "regions"))),
+        drop_first=("count_a", "count_b", "status", "category"),
+        view="traceq.views:diff_view",
+        json="traceq.views:diff_json",
+        csv="traceq.views:diff_csv_tables",
+        runs=2,
+        report="Diff",
+    ),
+]
+
+REGISTRY: dict[str, Analysis] = {a.name: a for a in _SPECS}
+
+_LEGACY = {
+    "hotspots": ("traceq.analysis.hotspots", "hotspots"),
+    "summary": ("traceq.analysis.summary", "summary"),
+    "overlap": ("traceq.analysis.overlap", "overlap"),
+    "breakdown": ("traceq.analysis.breakdown", "breakdown"),
+    "timer_breakdown": ("traceq.analysis.breakdown", "timer_breakdown"),
+    "stalls": ("traceq.analysis.stalls", "stalls"),
+    "diff": ("traceq.analysis.diff", "diff"),
+    "runs": ("traceq.analysis.catalog", "runs"),
+    "sql": ("traceq.analysis.catalog", "sql"),
+}
+
+__all__ = ["REGISTRY", *_LEGACY]
+
+
+def __getattr__(name: str):
+    if name in _LEGACY:
+        import importlib
+
+        mod, attr = _LEGACY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(name)

@@ -49,22 +49,45 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 # ---------------------------------------------------------------- shared options
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", show_default=False)]
-RunOpt = Annotated[Optional[str], typer.Option("--run", help="Run to analyse (default: the most recently ingested).", show_default=False)]
-RankOpt = Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank of the run).", show_default=False)]
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", metavar="DIR", show_default=False)]
+RunOpt = Annotated[Optional[str], typer.Option("--run", help="Run to analyse (default: the most recently ingested).", metavar="NAME", show_default=False)]
+RankOpt = Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank of the run).", metavar="N", show_default=False)]
 StepsOpt = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Steps A to B, both included, by the step numbers the tables show (ProfilerStep#N, else 0-based), e.g. 5:10, 7, 5:.", show_default=False)]
 StepPatternOpt = Annotated[Optional[str], typer.Option("--step-pattern", metavar="REGEX", help="Steps are the regions (NVTX ranges, annotations) whose name matches REGEX; numbered by the last number in their names.", show_default=False)]
 SkipFirstOpt = Annotated[int, typer.Option("--skip-first", metavar="N", help="Leave out the first N steps of each rank (warm-up).")]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output: table, json (list of row objects) or csv.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: table, json (list of row objects) or csv.", metavar="table|json|csv")]
+OutputOpt = Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.", metavar="FILE", show_default=False)]
+INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500")
+
+
+def _safe(message: str) -> str:
+    from .render import clean
+
+    return clean(message)
 
 
 def fail(message: str, code: int = 2) -> None:
-    sys.stderr.write(f"traceq: {message}\n")
+    sys.stderr.write(f"traceq: {_safe(message)}\n")
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
-    sys.stderr.write(f"traceq: warning: {message}\n")
+    sys.stderr.write(f"traceq: warning: {_safe(message)}\n")
+
+
+def _emit_to(df, fmt: str, output: str | None, **kw) -> None:
+    """emit() to stdout, or to the file named by -o/--output."""
+    from .errors import TraceqError
+    from .render import emit
+
+    if output is None:
+        emit(df, fmt, **kw)
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as fh:
+            emit(df, fmt, file=fh, **kw)
+    except OSError as exc:
+        raise TraceqError(f"cannot write: {exc.strerror}", output) from None
 
 
 def _labels(items: list[str] | None) -> dict[str, str]:
@@ -87,13 +110,13 @@ class _IngestProgress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
                                  console=Console(stderr=True))
         self.per_file = {}
         if 1 < len(files) <= self.MAX_FILE_LINES:
             for path, _ in files:
-                self.per_file[str(path)] = self.progress.add_task(f"  {path.name}", total=1)
+                self.per_file[str(path)] = self.progress.add_task(f"  {_safe(path.name)}", total=1)
         self.overall = self.progress.add_task(f"ingesting {len(files)} file(s)", total=len(files))
         self.progress.start()
 
@@ -125,11 +148,14 @@ def ingest(
     run: Annotated[Optional[str], typer.Option("--run", help="Run name (default: file stem, or directory name).", show_default=False)] = None,
     label: Annotated[Optional[list[str]], typer.Option("--label", help="key=value label for the run (repeatable), e.g. amp=on.", show_default=False)] = None,
     rank: Annotated[Optional[int], typer.Option("--rank", help="Rank of a single file (overrides what the file says).", show_default=False)] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Input format: auto, nsys, kineto, timer or deep500.")] = "auto",
+    input_format: Annotated[str, typer.Option("--input-format", "-i", help="Input format: auto, nsys, kineto, timer or deep500.", metavar="FORMAT")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Re-ingest files already in the store (replaces them).")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel workers for a directory (default: CPU count).", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
-    output: Annotated[str, typer.Option("--output", "-o", help="Summary as table, json or csv.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Output format of the summary: table, json or csv "
+                                     "(an input format here, e.g. --format nsys, is read as --input-format with a warning).",
+                                     metavar="table|json|csv")] = "table",
+    output: OutputOpt = None,
     recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Ingest a whole experiment tree: every trace below DIR, grouped into runs by the parameters in their names (Extra-Deep style cifar10.p8.b64.r2.mpi3.sqlite, or --name-pattern).")] = False,
     name_pattern: Annotated[Optional[str], typer.Option("--name-pattern", help="With --recursive: regex with named groups read from file names; (?P<rank>..) is the rank, (?P<run>..) the run name, other groups become labels.", show_default=False)] = None,
     executor: ExecutorOpt = None,
@@ -145,6 +171,11 @@ def ingest(
     """
     from .ingest.hashing import start_hashing
 
+    if fmt in INPUT_FORMATS:      # the old meaning of --format on ingest
+        warn(f"--format {fmt} names an input format: use --input-format {fmt} (--format is the output format)")
+        input_format, fmt = fmt, "table"
+    if fmt not in ("table", "json", "csv"):
+        fail(f"--format {fmt!r}: choose table, json or csv (the input format is --input-format)")
     hashes = start_hashing(paths)   # hashing runs on another core while the heavy imports load
     import polars as pl
 
@@ -164,7 +195,7 @@ def ingest(
 
     progress = _IngestProgress(expand(paths)) if not quiet and sys.stderr.isatty() else None
     try:
-        results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=fmt, force=force,
+        results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=input_format, force=force,
                             jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes,
                             assign=assign, executor=spec)
     finally:
@@ -174,13 +205,12 @@ def ingest(
         for w in r.warnings:
             warn(f"{r.path}: {w}")
         if r.note:
-            sys.stderr.write(f"traceq: {r.path}: {r.note} (--force re-ingests it)\n")
+            sys.stderr.write(_safe(f"traceq: {r.path}: {r.note} (--force re-ingests it)") + "\n")
     if quiet:
         return
-    from .render import emit
 
     def shown(path: str) -> str:
-        if output != "table":
+        if fmt != "table":
             return path
         try:
             return os.path.relpath(path)
@@ -195,26 +225,34 @@ def ingest(
                               "gpu_ops": pl.Int64, "host_ops": pl.Int64, "regions": pl.Int64, "timer_stats": pl.Int64})
     from .store import Store
 
-    if output == "table" and not df["timer_stats"].fill_null(0).sum():
+    if fmt == "table" and not df["timer_stats"].fill_null(0).sum():
         df = df.drop("timer_stats")
     added = sum(r.status != "unchanged" for r in results)
-    emit(df, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
+    _emit_to(df, fmt, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
          + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))
 
 
 # ---------------------------------------------------------------- runs / sql
 @app.command()
-def runs(store: StoreOpt = None, fmt: FormatOpt = "table") -> None:
+def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = None) -> None:
     """List the runs in the store: ranks, source formats, devices, row counts, labels.
+
+    JSON is a list of run objects; labels are an object ({"amp": "on"}).
 
     Example: traceq runs --format json
     """
-    from .analyses import runs as runs_df
-    from .render import emit
+    from .analysis.catalog import runs as runs_df
     from .store import Store
 
     df = runs_df(store)
-    emit(df, fmt, headline=f"{df.height} run(s) in {Store(store).path}")
+    if fmt == "json":
+        import json
+
+        import polars as pl
+
+        df = df.with_columns(pl.col("labels").map_elements(lambda v: json.loads(v) if v else {},
+                                                           return_dtype=pl.Object))
+    _emit_to(df, fmt, output, headline=f"{df.height} run(s) in {Store(store).path}")
 
 
 @app.command()
@@ -222,6 +260,7 @@ def sql(
     query: Annotated[str, typer.Argument(help="SQL over the views runs, gpu_ops, host_ops, regions, timer_stats.", show_default=False)],
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
+    output: OutputOpt = None,
     allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, CREATE, ATTACH, SET, INSTALL …), never into the store.")] = False,
 ) -> None:
     """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
@@ -229,59 +268,43 @@ def sql(
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
-    from .analyses import sql as run_sql
-    from .render import emit
+    from .analysis.catalog import sql as run_sql
 
-    emit(run_sql(query, store, allow_writes=allow_writes), fmt)
+    _emit_to(run_sql(query, store, allow_writes=allow_writes), fmt, output)
 
 
-# ---------------------------------------------------------------- hotspots
+# ---------------------------------------------------------------- report
 @app.command()
-def hotspots(
+def report(
+    runs: Annotated[Optional[list[str]], typer.Argument(help="Runs to report (default: the most recently ingested). "
+                                                             "Two runs add a diff of the second against the first.",
+                                                        metavar="RUN", show_default=False)] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="HTML file to write.", metavar="FILE")] = "report.html",
+    title: Annotated[Optional[str], typer.Option("--title", help="Page title (default: the run names).", metavar="TEXT", show_default=False)] = None,
     store: StoreOpt = None,
-    run: RunOpt = None,
-    rank: RankOpt = None,
-    steps: StepsOpt = None,
-    step_pattern: StepPatternOpt = None,
-    skip_first: SkipFirstOpt = 0,
-    top: Annotated[int, typer.Option("--top", "-n", help="Show the N longest (0 = all).")] = 20,
-    category: Annotated[Optional[str], typer.Option("--category", "-c", help="Only these categories, comma-separated (e.g. transpose,memset).", show_default=False)] = None,
-    fmt: FormatOpt = "table",
 ) -> None:
-    """Kernel hotspots: time per kernel name (nsys cuda_gpu_kern_sum semantics), its category,
-    and advice for avoidable work (layout transposes, memsets, tiny-kernel swarms, pageable copies).
+    """Write one self-contained HTML report (plotly.js inlined; opens offline): headline numbers per
+    run and rank, GPU timeline (down-sampled), GPU time per category and region, hotspots with
+    advice, data-loading stalls and communication overlap per step; with two runs, their diff.
 
-    Example: traceq hotspots --top 10 --category transpose,memset
+    Example: traceq report baseline amp -o report.html --title "AMP + channels_last"
     """
-    import polars as pl
+    from .report import build_report
 
-    from .analysis.hotspots import headline, hotspots_scoped
-    from .analysis.scope import open_scope
-    from .categories import CATEGORIES
-    from .render import emit
+    res = build_report(store, runs, output, title)
+    for w in res.warnings:
+        warn(w)
+    size = res.bytes / 1e6
+    sys.stdout.write(_safe(f"{res.path}: report of {', '.join(res.runs)}"
+                           + (" with their diff" if len(res.runs) == 2 else "")
+                           + f" ({size:.1f} MB, {res.seconds:.1f} s)") + "\n")
 
-    cats = [c.strip() for c in category.split(",") if c.strip()] if category else None
-    if cats:
-        unknown = [c for c in cats if c not in CATEGORIES]
-        if unknown:
-            fail(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
-    scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
-    everything = hotspots_scoped(scope)
-    full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
-    df = full.head(top) if top else full
-    if fmt != "table":
-        emit(df, fmt)
-        return
-    # short labels are made unique over every name of the run, so a filtered table reads the same
-    from .kernels.labels import short_labels
-    label = dict(zip(everything["name"], short_labels(everything["name"].to_list(), everything["identity"].to_list())))
-    df = df.with_columns(identity=pl.col("name").replace_strict(label, default=None))
-    shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
-    advice = full.filter(pl.col("avoidable")).group_by("advice").agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True)
-    notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
-    highlight = [i for i, a in enumerate(df["avoidable"]) if a]
-    emit(shown, "table", headline=headline(everything, scope), highlight=highlight, notes=notes)
 
+# ---------------------------------------------------------------- analyses
+# One command per analysis of the registry (traceq/analyses.py), derived from its declaration.
+from .commands import register_all  # noqa: E402
+
+register_all(app)
 
 @app.command()
 def doctor(store: StoreOpt = None) -> None:
@@ -306,8 +329,7 @@ def doctor(store: StoreOpt = None) -> None:
 
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_analyses", "traceq.cli_regions", "traceq.cli_report", "traceq.cli_timer",
-             "traceq.cli_experiments", "traceq.cli_ranks"):
+for _mod in ("traceq.cli_timer", "traceq.cli_experiments", "traceq.cli_ranks"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 
@@ -339,14 +361,14 @@ def main() -> None:
         if debug:
             raise
         if isinstance(exc, TraceqError):
-            sys.stderr.write(f"traceq: {exc}\n")
+            sys.stderr.write(f"traceq: {_safe(str(exc))}\n")
             sys.exit(exc.exit_code)
         damaged = _damaged_store_file(exc)
         if damaged:
             sys.stderr.write(f"traceq: {damaged}: store file is damaged ({type(exc).__name__}); "
                              "run `traceq doctor` to see what to re-ingest\n")
             sys.exit(1)
-        sys.stderr.write(f"traceq: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)\n")
+        sys.stderr.write(f"traceq: internal error: {type(exc).__name__}: {_safe(str(exc))} (rerun with --debug for the traceback)\n")
         sys.exit(1)
 
 

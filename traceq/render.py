@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Iterable
 
@@ -76,24 +77,94 @@ def to_json(df: pl.DataFrame) -> str:
     return json.dumps(df.to_dicts(), default=str, indent=1)
 
 
-def console(stderr: bool = False, file=None):
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_KEEP_NL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text, newlines: bool = False) -> str:
+    """A string from a trace or a user, safe for a terminal: control characters (ANSI escapes
+    included) are shown as visible escapes (ESC -> '\\x1b'), so nothing reaches the terminal raw.
+    Rich markup is never interpreted because everything is printed as `rich.text.Text`."""
+    if text is None:
+        return ""
+    pattern = _CONTROL_KEEP_NL if newlines else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def console(stderr: bool = False, file=None, width: int | None = None):
     """A rich console: colour and terminal width on a TTY; plain and 200 columns wide
-    otherwise (pipes, files, tests), so output is stable. NO_COLOR is honoured by rich."""
+    otherwise (pipes, files, tests), so output is stable. NO_COLOR is honoured by rich.
+    Markup and emoji codes are off: every printed string is data."""
     import os
 
     from rich.console import Console
 
     stream = file or (sys.stderr if stderr else sys.stdout)
     tty = hasattr(stream, "isatty") and stream.isatty()
-    width = None if tty else int(os.environ.get("TRACEQ_WIDTH", "200"))
-    return Console(file=stream, highlight=False, soft_wrap=False, width=width,
+    if width is None and not tty:
+        width = int(os.environ.get("TRACEQ_WIDTH", "200"))
+    return Console(file=stream, highlight=False, soft_wrap=False, width=width, markup=False, emoji=False,
                    color_system="auto" if tty else None, force_terminal=tty or None)
 
 
+def print_text(con, text: str | None) -> None:
+    """Print a headline / note / warning from trace data literally (no markup, no control chars)."""
+    from rich.text import Text
+
+    if text is not None:
+        con.print(Text(clean(text, newlines=True)))
+
+
+TEXT_MIN = 16        # a text column (kernel names) shrinks to this before whole columns are dropped
+
+
+def _table_width(widths: Iterable[int]) -> int:
+    """Width of a SIMPLE_HEAD table: cells + 1 padding each side + 1 separator per column + 1 edge."""
+    widths = list(widths)
+    return sum(w + 3 for w in widths) + 1 if widths else 0
+
+
+def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric: list[bool], width: int,
+           drop_first: Iterable[str] = (), wide: bool = False) -> tuple[list[int], dict[int, int], list[int]]:
+    """Which columns fit in `width` and how wide each is. Numbers are never cut: text columns
+    shrink (to TEXT_MIN) first, then whole columns go, `drop_first` ones first, then from the
+    right (never the first column). Returns (kept column indices, width per kept column, dropped)."""
+    from rich.cells import cell_len
+
+    n = len(names)
+    full = [max([cell_len(h)] + [cell_len(c) for c in col]) for h, col in zip(headers, cells)]
+    mins = [full[i] if numeric[i] else min(full[i], max(cell_len(headers[i]), TEXT_MIN)) for i in range(n)]
+    keep, dropped = list(range(n)), []
+    if not wide:
+        order = [names.index(c) for c in drop_first if c in names]
+        order += [i for i in reversed(range(1, n)) if i not in order]
+        for i in order:
+            if _table_width(mins[k] for k in keep) <= width:
+                break
+            if i == 0 or len(keep) == 1:
+                continue
+            keep.remove(i)
+            dropped.append(i)
+    widths = {i: full[i] for i in keep}
+    excess = _table_width(widths.values()) - width
+    if excess > 0 and not wide:
+        for i in sorted((i for i in keep if not numeric[i]), key=lambda i: -full[i]):
+            cut = min(excess, full[i] - mins[i])
+            widths[i] -= cut
+            excess -= cut
+            if excess <= 0:
+                break
+    return keep, widths, dropped
+
+
 def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, title: str | None = None,
-         highlight: Iterable[int] = (), notes: Iterable[str] = (), file=None) -> None:
+         highlight: Iterable[int] = (), notes: Iterable[str] = (), file=None, drop_first: Iterable[str] = (),
+         wide: bool = False) -> None:
     """Print `df` in `fmt`. `highlight` = row indices to emphasise (e.g. avoidable kernels);
-    `notes` = advice lines printed under the table (table format only)."""
+    `notes` = advice lines printed under the table (table format only). On a terminal too
+    narrow for every column, `drop_first` columns (then others, from the right) are left out
+    and named in a footnote; `wide=True` keeps all of them (the table is then wider than the
+    terminal). A number is never cut."""
     out = file or sys.stdout
     if fmt == "json":
         out.write(to_json(df) + "\n")
@@ -107,32 +178,38 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
         raise TraceqError(f"unknown --format {fmt!r} (choose table, json or csv)")
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     df = with_short_names(df)
     con = console(file=out)
-    if headline:
-        con.print(headline, markup=False)
-    table = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", title_justify="left")
+    print_text(con, headline)
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
     ns_unit = _duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
-    headers, cells = [], []
+    headers, cells, numeric = [], [], []
     for name in df.columns:
         header, f = _header_and_formatter(name, df[name], ns_unit)
-        headers.append(header)
-        cells.append([f(v) for v in df[name].to_list()])
-    for name, header, col in zip(df.columns, headers, cells):
-        if df[name].dtype.is_numeric():
-            # numbers are never cut: only text columns shrink on a narrow terminal
-            width = max([len(header)] + [len(c) for c in col])
-            table.add_column(header, justify="right", no_wrap=True, min_width=width)
-        else:
-            table.add_column(header, justify="left", no_wrap=True, overflow="ellipsis")
+        headers.append(clean(header))
+        cells.append([clean(f(v)) for v in df[name].to_list()])
+        numeric.append(df[name].dtype.is_numeric())
+    keep, widths, dropped = layout(list(df.columns), headers, cells, numeric, con.width, drop_first, wide)
+    need = _table_width(widths.values())
+    if need > con.width:       # --wide (or nothing left to drop): never let rich squeeze a column
+        con = console(file=out, width=need)
+    table = Table(title=Text(clean(title)) if title else None, box=box.SIMPLE_HEAD, header_style="bold",
+                  title_justify="left")
+    for i in keep:
+        table.add_column(Text(headers[i]), justify="right" if numeric[i] else "left", no_wrap=True,
+                         width=widths[i], overflow="ellipsis")
     marked = set(highlight)
-    for i, row in enumerate(zip(*cells)) if cells else []:
-        table.add_row(*row, style="yellow" if i in marked else None)
+    for r in range(df.height):
+        row = [Text(cells[i][r] if numeric[i] else shorten(cells[i][r], widths[i])) for i in keep]
+        table.add_row(*row, style="yellow" if r in marked else None)
     if df.height == 0:
-        con.print("(no rows)")
+        con.print(Text("(no rows)"))
     else:
         con.print(table)
+    if dropped and df.height:
+        print_text(con, f"(not shown, {con.width} columns wide: {', '.join(headers[i] for i in sorted(dropped))}; "
+                        "--wide shows every column)")
     for note in notes:
-        con.print(note, markup=False)
+        print_text(con, note)

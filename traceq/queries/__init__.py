@@ -16,3 +16,30 @@ def load(name: str) -> str:
 def install_macros(con) -> None:
     """Define the shared interval macros (intervals.sql) on a DuckDB connection (idempotent)."""
     con.execute(load("intervals"))
+
+
+@cache
+def output_columns(name: str) -> tuple[tuple[str, str], ...]:
+    """(column, meaning) pairs from the `-- Output columns:` block of a query's header comment."""
+    import re
+
+    out, inside = [], False
+    for line in load(name).splitlines():
+        if not line.startswith("--"):
+            if inside:
+                break
+            continue
+        text = line[2:]
+        if text.strip().lower().startswith("output columns"):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"\s{1,4}(\w+)\s{2,}(.*\S)", text)
+            if m:
+                out.append((m.group(1), m.group(2)))
+            elif out and text.strip() and text.startswith("      "):   # continuation line
+                col, meaning = out[-1]
+                out[-1] = (col, f"{meaning} {text.strip()}")
+            elif not text.strip():
+                break
+    return tuple(out)

@@ -1,0 +1,116 @@
+"""The Python API: `traceq.open_store(path)` and one method per analysis of the registry.
+
+    import traceq
+    s = traceq.open_store(".traceq")
+    df = s.hotspots(run="baseline", top=10)     # a polars DataFrame, same parameters as the CLI
+    df.headline                                 # the verdict line the CLI prints above the table
+    r = s.result("hotspots", run="baseline")    # everything: r.df, r.headline, r.units(), r.to_json()
+
+Each analysis method returns the table the CLI prints (all columns, as in JSON, without the
+`run` column JSON adds) with the metadata of that answer set as attributes on the returned
+frame: `headline`, `units` (column -> unit), `run`, `labels`, `tables` (the analysis' other
+tables by name, e.g. stalls' `causes`). Polars operations make new frames without them (that is
+why `result()` exists: a `Result` keeps them together). Parameters are the CLI's, as Python
+keywords: `--min-gap-us 200` is `min_gap_us=200`; `diff` takes the two runs first.
+"""
+from __future__ import annotations
+
+import inspect
+
+from .registry import Analysis, Result, compute
+
+
+class TraceStore:
+    """A traceq store opened for analysis (see the module docstring)."""
+
+    def __init__(self, path=None):
+        from .store import Store
+
+        self.store = path if isinstance(path, Store) else Store(path)
+
+    @property
+    def path(self):
+        return self.store.path
+
+    def __repr__(self) -> str:
+        return f"TraceStore({str(self.path)!r})"
+
+    def __dir__(self):
+        from .analyses import REGISTRY
+
+        return sorted({*super().__dir__(), *REGISTRY})
+
+    def analyses(self) -> list[str]:
+        from .analyses import REGISTRY
+
+        return list(REGISTRY)
+
+    def result(self, name: str, *runs: str, run=None, rank=None, steps=None, **params) -> Result:
+        from .analyses import REGISTRY
+        from .errors import TraceqError
+
+        if name not in REGISTRY:
+            raise TraceqError(f"no analysis named {name!r} (analyses: {', '.join(REGISTRY)})")
+        spec = REGISTRY[name]
+        unknown = set(params) - {p.name for p in spec.params}
+        if unknown:
+            raise TypeError(f"{name}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        if spec.runs == 2 and len(runs) != 2:
+            raise TypeError(f"{name}() takes two runs (run_a, run_b)")
+        return compute(spec, self.store, run, rank, steps, runs=runs, **params)
+
+    def runs(self):
+        from .analysis.catalog import runs
+
+        return runs(self.store)
+
+    def sql(self, query: str):
+        from .analysis.catalog import sql
+
+        return sql(query, self.store)
+
+    def ingest(self, paths, **kw):
+        from .ingest import ingest
+
+        return ingest(paths, self.store, **kw)
+
+
+def _frame(res: Result):
+    df = res.df
+    for attr, value in (("headline", res.headline), ("units", res.units()), ("run", res.run),
+                        ("labels", res.labels), ("tables", res.tables), ("result", res)):
+        object.__setattr__(df, attr, value)
+    return df
+
+
+def _method(spec: Analysis):
+    def method(self, *runs, **kw):
+        return _frame(self.result(spec.name, *runs, **kw))
+
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
+    if spec.runs == 2:
+        params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("run_a", "run_b")]
+    else:
+        params.append(inspect.Parameter("run", kw_only, default=None))
+    params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None)]
+    params += [inspect.Parameter(p.name, kw_only, default=p.default) for p in spec.params]
+    method.__signature__ = inspect.Signature(params)
+    method.__name__ = method.__qualname__ = spec.name
+    method.__doc__ = spec.doc().replace("\b\n", "")
+    return method
+
+
+def _install() -> None:
+    from .analyses import REGISTRY
+
+    for spec in REGISTRY.values():
+        setattr(TraceStore, spec.name, _method(spec))
+
+
+_install()
+
+
+def open_store(path=None) -> TraceStore:
+    """Open the store at `path` (default ./.traceq or $TRACEQ_STORE) for analysis."""
+    return TraceStore(path)

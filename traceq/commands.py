@@ -1,0 +1,125 @@
+"""The CLI command of every registered analysis, derived from its declaration
+(traceq/analyses.py): options, metavars, --help text and output handling are the same for all.
+
+Common options: --store DIR, --run NAME, --rank N, --steps A:B (analyses of two runs take
+them as positional RUN_A RUN_B instead of --run), -f/--format table|json|csv (always the output
+format), -o/--output FILE (write the output there instead of stdout), --wide (never drop
+columns on a narrow terminal).
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .registry import Analysis, Param
+
+STORE_HELP = "Store folder (default ./.traceq or $TRACEQ_STORE)."
+FORMAT_HELP = "Output format: table, json (one document: headline, units, labels, rows) or csv."
+
+
+def _common(spec: Analysis) -> list[tuple[str, object, object]]:
+    """(name, annotation, default) of the options every analysis takes."""
+    opt = typer.Option
+    out: list[tuple[str, object, object]] = []
+    if spec.runs == 2:
+        out += [("run_a", Annotated[str, typer.Argument(help="Baseline run (A).", metavar="RUN_A", show_default=False)], inspect.Parameter.empty),
+                ("run_b", Annotated[str, typer.Argument(help="Run compared with it (B).", metavar="RUN_B", show_default=False)], inspect.Parameter.empty)]
+    out.append(("store", Annotated[Optional[str], opt("--store", help=STORE_HELP, metavar="DIR", show_default=False)], None))
+    if spec.runs == 1:
+        out.append(("run", Annotated[Optional[str], opt("--run", help="Run to analyse (default: the most recently ingested).",
+                                                        metavar="NAME", show_default=False)], None))
+    out += [
+        ("rank", Annotated[Optional[int], opt("--rank", help="One rank (default: every rank of the run).", metavar="N",
+                                               show_default=False)], None),
+        ("steps", Annotated[Optional[str], opt("--steps", help="ProfilerStep window A:B, 0-based like a Python slice "
+                                                "(e.g. 3:8).", metavar="A:B", show_default=False)], None),
+    ]
+    return out
+
+
+def _tail() -> list[tuple[str, object, object]]:
+    opt = typer.Option
+    return [
+        ("fmt", Annotated[str, opt("--format", "-f", help=FORMAT_HELP, metavar="table|json|csv")], "table"),
+        ("output", Annotated[Optional[str], opt("--output", "-o", help="Write the output to FILE instead of stdout.",
+                                                metavar="FILE", show_default=False)], None),
+        ("wide", Annotated[bool, opt("--wide", help="Show every column even when the terminal is too narrow "
+                                                    "(by default whole low-priority columns are left out and named).")], False),
+    ]
+
+
+def _param(p: Param) -> tuple[str, object, object]:
+    typ = p.type if p.default is not None or p.argument else Optional[p.type]
+    if p.argument:
+        info = typer.Argument(help=p.help, metavar=p.metavar, show_default=False)
+    else:
+        info = typer.Option(p.option, *p.flags, help=p.help, metavar=p.metavar, show_default=p.default is not None)
+    return p.name, Annotated[typ, info], (inspect.Parameter.empty if p.argument and p.default is None else p.default)
+
+
+def make_command(spec: Analysis):
+    """A function typer turns into `traceq <spec.name>`: its signature is built from the spec."""
+    params = _common(spec) + [_param(p) for p in spec.params] + _tail()
+
+    def command(**kw) -> None:
+        run_command(spec, kw)
+
+    command.__name__ = spec.name
+    command.__doc__ = spec.doc()
+    command.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a, default=d) for n, a, d in params])
+    command.__annotations__ = {n: a for n, a, _ in params}
+    return command
+
+
+def register_all(app: typer.Typer) -> None:
+    from .analyses import REGISTRY
+
+    for spec in REGISTRY.values():
+        app.command(name=spec.name, help=spec.doc())(make_command(spec))
+
+
+def run_command(spec: Analysis, kw: dict) -> None:
+    from .errors import TraceqError
+    from .registry import compute
+
+    fmt, output, wide = kw.pop("fmt"), kw.pop("output"), kw.pop("wide")
+    if fmt not in ("table", "json", "csv"):
+        raise TraceqError(f"--format {fmt!r}: choose table, json or csv")
+    runs = (kw.pop("run_a"), kw.pop("run_b")) if spec.runs == 2 else ()
+    result = compute(spec, runs=runs, **kw)
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8", newline="") as fh:
+                write(result, fmt, fh, wide)
+        except OSError as exc:
+            raise TraceqError(f"cannot write: {exc.strerror}", output) from None
+        return
+    write(result, fmt, sys.stdout, wide)
+
+
+def write(result, fmt: str, out, wide: bool = False) -> None:
+    """Print one Result as table (terminal blocks), json (one document) or csv."""
+    if fmt == "json":
+        out.write(result.to_json() + "\n")
+        return
+    if fmt == "csv":
+        for i, (name, df) in enumerate(result.csv_tables()):
+            if name is not None:
+                out.write(("\n" if i else "") + f"# {name}\n")
+            out.write(df.write_csv())
+        return
+    from .registry import blocks
+    from .render import console, emit, print_text
+
+    for b in blocks(result):
+        if b.lines is not None:
+            con = console(file=out)
+            for line in b.lines:
+                print_text(con, line)
+            continue
+        emit(b.df, "table", headline=b.headline, title=b.title, highlight=b.highlight, notes=b.notes,
+             file=out, drop_first=b.drop_first, wide=wide)
