@@ -358,7 +358,7 @@ def test_cli_breakdown_table_json_and_headline(nested_store):
     first = res.output.splitlines()[0]
     assert first.startswith("run syn:") and "outer" in first
     res = runner.invoke(app, ["breakdown", "--store", str(nested_store.path), "--format", "json", "--by", "nvtx"])
-    rows = json.loads(res.output)
+    rows = json.loads(res.output)["rows"]
     assert {r["name"] for r in rows} == {"outer", "inner"} and "gpu_proj_ns" in rows[0]
 
 

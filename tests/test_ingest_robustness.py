@@ -150,11 +150,11 @@ def test_reingest_is_a_noop_and_force_replaces(tmp_path):
     trace = small_trace(tmp_path)
     assert traceq("ingest", trace, "--store", store, "-q").returncode == 0
     first = store_digest(store)
-    r = traceq("ingest", trace, "--store", store, "-o", "json")
+    r = traceq("ingest", trace, "--store", store, "-f", "json")
     assert r.returncode == 0
     assert json.loads(r.stdout)[0]["status"] == "unchanged"
     assert store_digest(store) == first
-    r = traceq("ingest", trace, "--store", store, "--force", "-o", "json")
+    r = traceq("ingest", trace, "--store", store, "--force", "-f", "json")
     assert json.loads(r.stdout)[0]["status"] == "replaced"
     after = store_digest(store)
     assert set(after) != set(first)           # new table files, old ones deleted

@@ -289,12 +289,14 @@ def test_cli_stalls_json_and_csv(gap_store):
 
     runner = CliRunner()
     doc = json.loads(runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "json"]).output)
-    assert set(doc) == {"causes", "steps"} and doc["causes"][0]["cause"] == "data_loading"
-    res = runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "csv"])
-    assert res.exit_code == 2 and "--table" in res.output
+    assert {"rows", "causes", "headline", "units"} <= set(doc) and doc["causes"][0]["cause"] == "data_loading"
+    assert doc["rows"][0]["step_ns"] and doc["headline"].startswith("run syn: DataLoader wait")
+    res = runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "csv"])   # steps, then "# causes"
+    assert res.exit_code == 0 and res.output.splitlines()[0].startswith("run,rank,step,step_source")
+    assert "\n# causes\nrun,cause," in res.output
     res = runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "csv", "--table", "steps"])
-    assert res.output.splitlines()[0].startswith("rank,step,step_source,start_ns,step_ns,data_wait_ns")
-    rows = json.loads(runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "json", "--table", "gaps"]).output)
+    assert res.output.splitlines()[0].startswith("run,rank,step,step_source,start_ns,step_ns,data_wait_ns")
+    rows = json.loads(runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "json", "--table", "gaps"]).output)["rows"]
     assert rows[0]["cause"] == "synchronization"
 
 

@@ -136,7 +136,8 @@ def test_traces_without_gpu_ops_report_no_gpu_activity(hta_store, trace):
     assert res.exit_code == 0, res.output
     assert "no GPU activity" in res.output
     res = CliRunner().invoke(app, ["overlap", "--store", str(store), "--run", runs[trace], "-f", "json"])
-    assert res.exit_code == 0 and json.loads(res.stdout) == []
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 0 and doc["rows"] == [] and "no GPU activity" in doc["headline"]
 
 
 # ---------------------------------------------------------------- multi-rank
@@ -273,7 +274,10 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     first = res.output.splitlines()[0]
     assert re.search(r"GPU idle 18\.5 % of 270\.0 µs; compute 55\.6 %, non-compute 25\.9 %", first), first
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store), "--window", "hta", "-f", "json"])
-    rows = json.loads(res.stdout)
+    doc = json.loads(res.stdout)
+    rows = doc["rows"]
+    assert doc["analysis"] == "summary" and doc["run"] == "synthetic" and doc["units"]["span_ns"] == "ns"
+    assert doc["headline"].startswith("run synthetic") and rows[0]["run"] == "synthetic"
     assert rows[0]["span_ns"] == 200_000 and rows[0]["compute_pct"] == pytest.approx(75.0)
     res = runner.invoke(app, ["overlap", "--store", str(synthetic_store), "--by", "step", "-f", "csv"])
     assert res.exit_code == 0

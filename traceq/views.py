@@ -209,8 +209,6 @@ def diff_json(res: Result):
         return result[res.params["only"]].to_dicts()
     obj = {t: result[t].to_dicts() for t in TABLES}
     obj["headline"] = result["headline"].to_dicts()[0]
-    obj.update(analysis="diff", runs=res.run, labels=res.labels, headline_text=res.headline,
-               units={t: res.units(result[t]) for t in ("headline", *TABLES)})
     return obj
 
 
