@@ -132,7 +132,7 @@ _SPECS = [
         params=(Param("top", int, 20, "Show the N largest kernel and region changes (0 = all).", "N", flags=("-n",)),
                 Param("only", str, None, "Print one table: categories, kernels, regions or headline.", "TABLE",
                       choices=("headline", "categories", "kernels", "regions"))),
-        drop_first=("count_a", "count_b", "status", "category"),
+        drop_first=("count_a", "count_b", "status", "category", "source", "delta_count", "total_a_ns", "total_b_ns"),
         view="traceq.views:diff_view",
         json="traceq.views:diff_json",
         csv="traceq.views:diff_csv_tables",

@@ -88,7 +88,12 @@ def run_command(spec: Analysis, kw: dict) -> None:
 
     fmt, output, wide = kw.pop("fmt"), kw.pop("output"), kw.pop("wide")
     if fmt not in ("table", "json", "csv"):
-        raise TraceqError(f"--format {fmt!r}: choose table, json or csv")
+        _usage(f"--format {fmt!r}: choose table, json or csv")
+    for p in spec.params:
+        try:
+            p.check(kw.get(p.name))
+        except TraceqError as exc:
+            _usage(str(exc))
     runs = (kw.pop("run_a"), kw.pop("run_b")) if spec.runs == 2 else ()
     result = compute(spec, runs=runs, **kw)
     if output:
@@ -99,6 +104,13 @@ def run_command(spec: Analysis, kw: dict) -> None:
             raise TraceqError(f"cannot write: {exc.strerror}", output) from None
         return
     write(result, fmt, sys.stdout, wide)
+
+
+def _usage(message: str) -> None:
+    from .render import clean
+
+    sys.stderr.write(f"traceq: {clean(message)}\n")
+    raise typer.Exit(2)
 
 
 def write(result, fmt: str, out, wide: bool = False) -> None:

@@ -115,7 +115,11 @@ def print_text(con, text: str | None) -> None:
         con.print(Text(clean(text, newlines=True)))
 
 
-TEXT_MIN = 16        # a text column (kernel names) shrinks to this before whole columns are dropped
+TEXT_MIN = 16        # a name column shrinks to this (middle ellipsis) before whole columns are dropped
+# Text columns that may be shortened on a narrow terminal (plus the first column of any table);
+# other text columns (e.g. "1.23 ms / 4.56 ms" values) are kept whole, like numbers.
+NAME_COLUMNS = frozenset({"name", "kernel", "region", "key", "file", "devices", "labels", "domain", "metric",
+                          "advice", "step_source", "source", "formats", "rank_ids"})
 
 
 def _table_width(widths: Iterable[int]) -> int:
@@ -133,7 +137,8 @@ def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric
 
     n = len(names)
     full = [max([cell_len(h)] + [cell_len(c) for c in col]) for h, col in zip(headers, cells)]
-    mins = [full[i] if numeric[i] else min(full[i], max(cell_len(headers[i]), TEXT_MIN)) for i in range(n)]
+    shrinks = [not numeric[i] and (i == 0 or names[i] in NAME_COLUMNS) for i in range(n)]
+    mins = [min(full[i], max(cell_len(headers[i]), TEXT_MIN)) if shrinks[i] else full[i] for i in range(n)]
     keep, dropped = list(range(n)), []
     if not wide:
         order = [names.index(c) for c in drop_first if c in names]
@@ -148,7 +153,7 @@ def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric
     widths = {i: full[i] for i in keep}
     excess = _table_width(widths.values()) - width
     if excess > 0 and not wide:
-        for i in sorted((i for i in keep if not numeric[i]), key=lambda i: -full[i]):
+        for i in sorted((i for i in keep if shrinks[i]), key=lambda i: -full[i]):
             cut = min(excess, full[i] - mins[i])
             widths[i] -= cut
             excess -= cut
@@ -202,7 +207,7 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
                          width=widths[i], overflow="ellipsis")
     marked = set(highlight)
     for r in range(df.height):
-        row = [Text(cells[i][r] if numeric[i] else shorten(cells[i][r], widths[i])) for i in keep]
+        row = [Text(shorten(cells[i][r], widths[i]) if not numeric[i] else cells[i][r]) for i in keep]
         table.add_row(*row, style="yellow" if r in marked else None)
     if df.height == 0:
         con.print(Text("(no rows)"))
