@@ -1,0 +1,166 @@
+"""One registry, three faces: every analysis of `traceq.analyses.REGISTRY` is run on the
+sample runs through the CLI table, the CLI JSON and the Python API, and they must agree
+(same rows, same headline, units for every unit-carrying column, the run in every row)."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLES
+
+import traceq
+from traceq.analyses import REGISTRY
+
+# How each analysis is exercised on the samples (a new analysis must be added here).
+CASES = {
+    "hotspots": ([], {"run": "nsys_sample", "top": 5}),
+    "summary": ([], {"run": "nsys_sample"}),
+    "overlap": ([], {"run": "nsys_sample"}),
+    "breakdown": ([], {"run": "slow_dataloader", "by": "annotation"}),
+    "stalls": ([], {"run": "slow_dataloader"}),
+    "diff": (["slow_dataloader", "fast_dataloader"], {"top": 4}),
+}
+
+
+def traceq_cli(*args, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", TRACEQ_WIDTH="200", PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, "-m", "traceq", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("registry")
+    r = traceq_cli("ingest", SAMPLES / "nsys_sample.sqlite", SAMPLES / "slow_dataloader", SAMPLES / "fast_dataloader",
+                   "--label", "amp=off", "-q", cwd=d)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def _cli_args(name, runs, kw):
+    args = [name, *runs]
+    for k, v in kw.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    return args
+
+
+def test_every_registered_analysis_has_a_case():
+    assert set(CASES) == set(REGISTRY)
+
+
+def _same(a: list[dict], b: list[dict]):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for k in x:
+            if isinstance(x[k], float) and y[k] is not None:
+                assert x[k] == pytest.approx(y[k], rel=1e-12), k
+            else:
+                assert x[k] == y[k] or str(x[k]) == str(y[k]), k
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cli_json_table_and_python_api_agree(work, name):
+    runs, kw = CASES[name]
+    spec = REGISTRY[name]
+    s = traceq.open_store(work / ".traceq")
+    df = getattr(s, name)(*runs, **kw)
+    assert isinstance(df, pl.DataFrame)
+    res = s.result(name, *runs, **kw)
+    assert res.df.equals(df) and res.headline == df.headline
+
+    r = traceq_cli(*_cli_args(name, runs, kw), "-f", "json", cwd=work)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    table = traceq_cli(*_cli_args(name, runs, kw), cwd=work)
+    assert table.returncode == 0, table.stderr
+    # the table's first line is the headline the API and JSON carry
+    assert df.headline and table.stdout.splitlines()[0] == df.headline.splitlines()[0][:len(table.stdout.splitlines()[0])]
+    api_rows = json.loads(json.dumps(df.to_dicts(), default=str))
+    if spec.json is None:       # the common document
+        assert doc["analysis"] == name and doc["run"] == kw["run"] and doc["headline"] == df.headline
+        assert doc["labels"] == {"amp": "off"}
+        assert all(row["run"] == kw["run"] for row in doc["rows"])
+        _same([{k: v for k, v in row.items() if k != "run"} for row in doc["rows"]], api_rows)
+        for col in df.columns:
+            if col.endswith("_ns"):
+                assert doc["units"][col] == "ns"
+            if col.endswith("_pct"):
+                assert doc["units"][col] == "%"
+        for t, frame in df.tables.items():
+            _same([{k: v for k, v in row.items() if k != "run"} for row in doc[t]],
+                  json.loads(json.dumps(frame.to_dicts(), default=str)))
+    else:                       # diff keeps its fixed shape
+        assert set(doc) == {"categories", "kernels", "regions", "headline"}
+        _same(doc["kernels"], api_rows)
+        assert doc["headline"]["run_a"] == runs[0] and doc["headline"]["run_b"] == runs[1]
+    # CSV has the same rows as JSON's main table
+    csv = traceq_cli(*_cli_args(name, runs, kw), "-f", "csv", cwd=work)
+    assert csv.returncode == 0, csv.stderr
+    first = csv.stdout.split("\n# ")[0]
+    if spec.json is None:
+        assert pl.read_csv(first.encode()).height == len(doc["rows"])
+
+
+def test_api_parameters_match_the_cli_options():
+    from typer.main import get_command
+
+    from traceq.cli import app
+
+    cli = get_command(app)
+    for name, spec in REGISTRY.items():
+        method = getattr(traceq.TraceStore, name)
+        api = set(inspect.signature(method).parameters) - {"self"}
+        opts = {p.name for p in cli.commands[name].params} - {"fmt", "output", "wide", "store"}
+        assert api == opts, name
+        for p in spec.params:   # same defaults
+            assert inspect.signature(method).parameters[p.name].default == p.default
+
+
+def test_help_metavars_read_well():
+    r = traceq_cli("hotspots", "--help", cwd=SAMPLES)
+    for text in ("--run NAME", "--rank N", "--steps A:B", "--store DIR", "-f, --format table|json|csv",
+                 "-o, --output FILE", "--wide", "Output columns:", "total_ns [ns]"):
+        assert text in r.stdout, text
+    r = traceq_cli("ingest", "--help", cwd=SAMPLES)
+    assert "--input-format" in r.stdout and "-o, --output FILE" in r.stdout
+
+
+def test_dir_lists_the_api_and_old_functions_still_work(work):
+    names = dir(traceq)
+    for n in ("open_store", "hotspots", "summary", "overlap", "breakdown", "stalls", "diff", "runs", "sql", "ingest"):
+        assert n in names
+    old = traceq.hotspots(work / ".traceq", run="nsys_sample", top=3)     # plain DataFrame, as before
+    new = traceq.open_store(work / ".traceq").hotspots(run="nsys_sample", top=3)
+    assert old.equals(new)
+    assert set(REGISTRY) <= set(dir(traceq.open_store(work / ".traceq")))
+
+
+def test_api_bad_keyword_and_choice_are_errors(work):
+    from traceq.errors import TraceqError
+
+    s = traceq.open_store(work / ".traceq")
+    with pytest.raises(TypeError):
+        s.hotspots(run="nsys_sample", bogus=1)
+    with pytest.raises(TraceqError, match="--window"):
+        s.summary(run="nsys_sample", window="nope")
+
+
+def test_output_file_and_ingest_format_options(work, tmp_path):
+    out = tmp_path / "hot.json"
+    r = traceq_cli("hotspots", "--run", "nsys_sample", "-f", "json", "-o", out, cwd=work)
+    assert r.returncode == 0 and r.stdout == ""
+    assert json.loads(out.read_text())["analysis"] == "hotspots"
+    r = traceq_cli("ingest", SAMPLES / "nsys_sample.sqlite", "--run", "again", "--input-format", "nsys", "-f", "json",
+                   cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["format"] == "nsys"
+    r = traceq_cli("ingest", SAMPLES / "nsys_sample.sqlite", "--run", "again2", "--format", "nsys", "-q", cwd=work)
+    assert r.returncode == 0 and "--input-format nsys" in r.stderr      # the old spelling still works, with a hint
