@@ -164,3 +164,15 @@ def test_output_file_and_ingest_format_options(work, tmp_path):
     assert json.loads(r.stdout)[0]["format"] == "nsys"
     r = traceq_cli("ingest", SAMPLES / "nsys_sample.sqlite", "--run", "again2", "--format", "nsys", "-q", cwd=work)
     assert r.returncode == 0 and "--input-format nsys" in r.stderr      # the old spelling still works, with a hint
+
+
+def test_readme_python_api_example_runs(work, monkeypatch, capsys):
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text().split("## Python API", 1)[1]
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("TRACEQ_STORE", raising=False)
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("run nsys_sample: GPU op time 2.10 ms") and "\nns\n" in out and "['causes']" in out

@@ -57,7 +57,7 @@ StepPatternOpt = Annotated[Optional[str], typer.Option("--step-pattern", metavar
 SkipFirstOpt = Annotated[int, typer.Option("--skip-first", metavar="N", help="Leave out the first N steps of each rank (warm-up).")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: table, json (list of row objects) or csv.", metavar="table|json|csv")]
 OutputOpt = Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.", metavar="FILE", show_default=False)]
-INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500")
+INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500", "mila")
 
 
 def _safe(message: str) -> str:
@@ -148,7 +148,7 @@ def ingest(
     run: Annotated[Optional[str], typer.Option("--run", help="Run name (default: file stem, or directory name).", show_default=False)] = None,
     label: Annotated[Optional[list[str]], typer.Option("--label", help="key=value label for the run (repeatable), e.g. amp=on.", show_default=False)] = None,
     rank: Annotated[Optional[int], typer.Option("--rank", help="Rank of a single file (overrides what the file says).", show_default=False)] = None,
-    input_format: Annotated[str, typer.Option("--input-format", "-i", help="Input format: auto, nsys, kineto, timer or deep500.", metavar="FORMAT")] = "auto",
+    input_format: Annotated[str, typer.Option("--input-format", "-i", help="Input format: auto, nsys, kineto, timer, deep500 or mila.", metavar="FORMAT")] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Re-ingest files already in the store (replaces them).")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel workers for a directory (default: CPU count).", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
