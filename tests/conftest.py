@@ -40,3 +40,14 @@ def make_store(path: Path, run: str = "syn", rank: int = 0, **tables: list[dict]
                     source_path=f"{run}.syn", source_sha256=f"{run}-{rank}", source_format="kineto")
     st.commit([st.stage(data)])
     return st
+
+
+def run_traceq(*args, cwd, width: int = 200):
+    """The real CLI in a subprocess (no colour, fixed width, no TRACEQ_STORE from outside)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", TRACEQ_WIDTH=str(width), PYTHONIOENCODING="utf-8")
+    return subprocess.run([sys.executable, "-m", "traceq", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)

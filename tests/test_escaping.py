@@ -3,21 +3,15 @@ characters (ANSI escapes) never reach the terminal raw, in tables, headlines, no
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from conftest import run_traceq
 
 TRT = "{ForeignNode[/ConstantOfShape_3_output_0...Transpose_5]}"   # a TensorRT region name
 EVIL = "evil\x1b[31mred\x1b[0m[bold]k[/bold]\x07"
 
 
-def traceq(*args, cwd):
-    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", TRACEQ_WIDTH="200", PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, "-m", "traceq", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+traceq = run_traceq
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
-import subprocess
-import sys
 
 import polars as pl
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, run_traceq
 
 import traceq
 from traceq.analyses import REGISTRY
@@ -28,11 +25,7 @@ CASES = {
 }
 
 
-def traceq_cli(*args, cwd):
-    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", TRACEQ_WIDTH="200", PYTHONIOENCODING="utf-8")
-    return subprocess.run([sys.executable, "-m", "traceq", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+traceq_cli = run_traceq
 
 
 @pytest.fixture(scope="module")

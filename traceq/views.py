@@ -14,7 +14,7 @@ from .registry import Block, Out, Result
 # ---------------------------------------------------------------- hotspots
 def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> Out:
     from .analysis.hotspots import headline, hotspots_scoped
-    from .categories import ADVICE, CATEGORIES  # noqa: F401 - CATEGORIES: the valid names
+    from .categories import CATEGORIES
 
     cats = category.split(",") if isinstance(category, str) else category
     cats = [c.strip() for c in cats or [] if c and c.strip()]
