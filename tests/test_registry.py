@@ -169,3 +169,12 @@ def test_readme_python_api_example_runs(work, monkeypatch, capsys):
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("run nsys_sample: GPU op time 2.10 ms") and "\nns\n" in out and "['causes']" in out
+
+
+def test_declared_report_sections_exist():
+    from conftest import REPO
+
+    src = (REPO / "traceq" / "report" / "sections.py").read_text()
+    for spec in REGISTRY.values():
+        if spec.report:
+            assert f'"{spec.report.split(":")[0]}' in src, spec.name

@@ -39,7 +39,7 @@ _SPECS = [
         sort=("total_ns descending",),
         drop_first=("stddev_ns", "min_ns", "max_ns", "median_ns", "mean_ns", "category"),
         view="traceq.views:hotspots_view",
-        report="Hotspots",
+        report="Kernel hotspots",
     ),
     Analysis(
         name="summary",
@@ -53,7 +53,7 @@ _SPECS = [
         columns=_sql_columns("summary"),
         sort=("rank",),
         drop_first=("busy_ns", "ops", "non_compute_ns", "compute_ns", "idle_ns", "span_ns"),
-        report="Summary",
+        report="Where GPU time goes",
     ),
     Analysis(
         name="overlap",
@@ -70,7 +70,7 @@ _SPECS = [
         sort=("rank", "step"),
         drop_first=("compute_ns", "comm_ops", "steps", "step_ns", "overlapped_ns"),
         view="traceq.views:overlap_view",
-        report="Communication overlap",
+        report="Communication / compute overlap",
     ),
     Analysis(
         name="breakdown",
@@ -92,7 +92,7 @@ _SPECS = [
         sort=("cpu_total_ns descending",),
         drop_first=("unfinished", "gpu_busy_per_cpu", "cpu_mean_ns", "gpu_proj_ns", "gpu_ops", "domain", "source"),
         view="traceq.views:breakdown_view",
-        report="Regions",
+        report="Regions: CPU versus GPU time",
     ),
     Analysis(
         name="stalls",
@@ -117,7 +117,7 @@ _SPECS = [
         sort=("rank", "step"),
         drop_first=("gpu_idle_ns", "step_source", "gpu_idle_waiting_ns"),
         view="traceq.views:stalls_view",
-        report="Data-loading stalls",
+        report="Data-loading stalls and GPU starvation",
     ),
     Analysis(
         name="diff",
@@ -137,7 +137,7 @@ _SPECS = [
         json="traceq.views:diff_json",
         csv="traceq.views:diff_csv_tables",
         runs=2,
-        report="Diff",
+        report="What changed: A → B",
     ),
 ]
 

@@ -19,7 +19,8 @@ Adding an analysis
            columns=(Column("total_ns", "summed duration", "ns"), ...),   # units + meaning (help, JSON)
            headline="traceq.analysis.hotspots:headline",      # (df, scope) -> str, when compute gives a frame
            sort=("total_ns desc",), drop_first=("stddev_ns", "min_ns", "max_ns"),
-           report="Hotspots",                                 # report section it feeds (or None)
+           report="Kernel hotspots",                          # title of its section in `traceq report`
+                                                              # (traceq/report/sections.py; named in --help)
        )
 
    That is all: `traceq hotspots --help`, `traceq.open_store().hotspots(top=5)`, the JSON
@@ -136,6 +137,8 @@ class Analysis:
             parts.append("Output columns:\n\n\b\n" + cols)
         if self.sort:
             parts.append("Rows sorted by " + ", ".join(self.sort) + ".")
+        if self.report:
+            parts.append(f"The HTML report (traceq report) shows it in the section \"{self.report}\".")
         if self.examples:
             parts.append(("Example:" if len(self.examples) == 1 else "Examples:") + "\n\n\b\n"
                          + "\n".join(f"  {e}" for e in self.examples))
