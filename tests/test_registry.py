@@ -178,3 +178,10 @@ def test_declared_report_sections_exist():
     for spec in REGISTRY.values():
         if spec.report:
             assert f'"{spec.report.split(":")[0]}' in src, spec.name
+
+
+def test_traceq_ingest_stays_callable_after_the_submodule_is_imported(tmp_path):
+    import traceq.ingest  # noqa: F401 - sets the package attribute to the submodule
+
+    [res] = traceq.ingest([str(SAMPLES / "nsys_sample.sqlite")], tmp_path / "s")
+    assert res.run == "nsys_sample" and res.counts["gpu_ops"] == 39

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -246,3 +247,14 @@ def _check_duplicate_ranks(staged: list[Staged]) -> None:
             raise BadInput(f"rank {key[1]} of run {key[0]!r} also comes from {seen[key]}; "
                            "give each rank its own file or ingest them as separate runs", s.data.source_path)
         seen[key] = s.data.source_path
+
+
+class _CallableModule(type(sys.modules[__name__])):
+    """`traceq.ingest(...)` is the function even after `import traceq.ingest` has made the
+    package attribute `traceq.ingest` this module (a submodule import sets it)."""
+
+    def __call__(self, *args, **kwargs):
+        return ingest(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
