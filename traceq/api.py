@@ -45,7 +45,8 @@ class TraceStore:
 
         return list(REGISTRY)
 
-    def result(self, name: str, *runs: str, run=None, rank=None, steps=None, **params) -> Result:
+    def result(self, name: str, *runs: str, run=None, rank=None, steps=None, step_pattern=None, skip_first=0,
+               **params) -> Result:
         from .analyses import REGISTRY
         from .errors import TraceqError
 
@@ -57,7 +58,8 @@ class TraceStore:
             raise TypeError(f"{name}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         if spec.runs == 2 and len(runs) != 2:
             raise TypeError(f"{name}() takes two runs (run_a, run_b)")
-        return compute(spec, self.store, run, rank, steps, runs=runs, **params)
+        return compute(spec, self.store, run, rank, steps, runs=runs, step_pattern=step_pattern,
+                       skip_first=skip_first, **params)
 
     def runs(self):
         from .analysis.catalog import runs
@@ -93,7 +95,8 @@ def _method(spec: Analysis):
         params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("run_a", "run_b")]
     else:
         params.append(inspect.Parameter("run", kw_only, default=None))
-    params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None)]
+    params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None),
+               inspect.Parameter("step_pattern", kw_only, default=None), inspect.Parameter("skip_first", kw_only, default=0)]
     params += [inspect.Parameter(p.name, kw_only, default=p.default) for p in spec.params]
     method.__signature__ = inspect.Signature(params)
     method.__name__ = method.__qualname__ = spec.name

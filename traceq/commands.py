@@ -34,8 +34,14 @@ def _common(spec: Analysis) -> list[tuple[str, object, object]]:
     out += [
         ("rank", Annotated[Optional[int], opt("--rank", help="One rank (default: every rank of the run).", metavar="N",
                                                show_default=False)], None),
-        ("steps", Annotated[Optional[str], opt("--steps", help="ProfilerStep window A:B, 0-based like a Python slice "
-                                                "(e.g. 3:8).", metavar="A:B", show_default=False)], None),
+        ("steps", Annotated[Optional[str], opt("--steps", help="Steps A to B, both included, by the step numbers the "
+                                                "tables show (ProfilerStep#N, else 0-based), e.g. 5:10, 7, 5:.",
+                                                metavar="A:B", show_default=False)], None),
+        ("step_pattern", Annotated[Optional[str], opt("--step-pattern", help="Steps are the regions (NVTX ranges, "
+                                                      "annotations) whose name matches REGEX; numbered by the last "
+                                                      "number in their names.", metavar="REGEX", show_default=False)], None),
+        ("skip_first", Annotated[int, opt("--skip-first", help="Leave out the first N steps of each rank (warm-up).",
+                                          metavar="N")], 0),
     ]
     return out
 

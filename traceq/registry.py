@@ -217,7 +217,8 @@ def run_labels(scope) -> dict:
         return {}
 
 
-def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: tuple = (), **params) -> Result:
+def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: tuple = (), *,
+            step_pattern: str | None = None, skip_first: int = 0, **params) -> Result:
     """Run one analysis: open the scope(s), call the declared function, wrap the answer."""
     from .analysis.scope import open_scope
 
@@ -227,11 +228,11 @@ def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: t
         p.check(params[p.name])
     fn = resolve(spec.compute)
     if spec.runs == 2:
-        a = open_scope(store, runs[0], rank, steps)
-        b = open_scope(a.store, runs[1], rank, steps)
+        a = open_scope(store, runs[0], rank, steps, step_pattern, skip_first)
+        b = open_scope(a.store, runs[1], rank, steps, step_pattern, skip_first)
         got, scope, run_value, labels = fn(a, b, **params), a, [a.run, b.run], {a.run: run_labels(a), b.run: run_labels(b)}
     else:
-        scope = open_scope(store, run, rank, steps)
+        scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
         got, run_value, labels = fn(scope, **params), scope.run, run_labels(scope)
     out = got if isinstance(got, Out) else Out(got)
     head = out.headline

@@ -255,4 +255,5 @@ def _metrics_table(h: dict) -> pl.DataFrame:
          "" if h["exposed_a_ns"] is None or h["exposed_b_ns"] is None else f"{(h['exposed_b_ns'] - h['exposed_a_ns']) / 1e6:+,.2f} ms"),
         ("ranks", str(h["ranks_a"]), str(h["ranks_b"]), ""),
     ]
-    return pl.DataFrame(rows, schema=["metric", h["run_a"], h["run_b"], "delta"], orient="row")
+    # "A: <run>" / "B: <run>": distinct even when a run is compared with itself or named "delta"
+    return pl.DataFrame(rows, schema=["metric", f"A: {h['run_a']}", f"B: {h['run_b']}", "delta"], orient="row")
