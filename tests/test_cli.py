@@ -82,13 +82,13 @@ def test_help_shows_examples_and_version():
 def test_hotspots_json_keeps_full_names_and_adds_identity_and_library(work):
     r = traceq("hotspots", "-f", "json", cwd=work)
     assert r.returncode == 0, r.stderr
-    rows = {x["identity"]: x for x in json.loads(r.stdout)}
+    rows = {x["identity"]: x for x in json.loads(r.stdout)["rows"]}
     sgemm = rows["ampere_sgemm_128x64_nn"]
     assert (sgemm["name"], sgemm["library"], sgemm["category"]) == ("ampere_sgemm_128x64_nn", "cuBLAS", "gemm")
     t = rows["cudnn::ops::nchwToNhwcKernel"]
     assert t["name"].startswith("void cudnn::ops::nchwToNhwcKernel<") and t["library"] == "cuDNN"
     r = traceq("hotspots", "-f", "csv", cwd=work)
-    assert r.stdout.splitlines()[0].startswith("name,identity,library,category,")
+    assert r.stdout.splitlines()[0].startswith("run,name,identity,library,category,")
 
 
 def test_old_store_without_identity_columns_still_reads(tmp_path):

@@ -28,11 +28,16 @@ def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> O
               .agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True))
     notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
-    return Out(df, headline(everything, scope), notes=notes, highlight=highlight)
+    # short labels are made unique over every name of the run, so a filtered table reads the same
+    from .kernels.labels import short_labels
+
+    label = dict(zip(everything["name"], short_labels(everything["name"].to_list(), everything["identity"].to_list())))
+    return Out(df, headline(everything, scope), notes=notes, highlight=highlight, value=label)
 
 
 def hotspots_view(res: Result) -> list[Block]:
-    shown = res.df.select("name", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns",
+    df = res.df.with_columns(identity=pl.col("name").replace_strict(res.value, default=None))
+    shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns", "max_ns",
                           "stddev_ns")
     return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight, drop_first=res.analysis.drop_first)]
 
