@@ -58,5 +58,5 @@ def test_mtia_device_events_are_gpu_ops(tmp_path):
     host = fetch_pl(con, "SELECT DISTINCT name FROM host_ops")["name"].to_list()
     assert not {"add-dtype", "dma_request", "event_wait", "pe_exe"} & set(host)
     r = CliRunner().invoke(app, ["hotspots", "--store", str(store), "-f", "json"])
-    rows = {x["name"]: x for x in json.loads(r.output)}
+    rows = {x["name"]: x for x in json.loads(r.output)["rows"]}
     assert "CPU-only" not in r.output and rows["pe_exe"]["total_ns"] == 100_000 and rows["add-dtype"]["count"] == 1

@@ -52,7 +52,9 @@ def test_hotspots_of_a_run_with_spaces_and_parentheses(tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["hotspots", "--store", store, "--run", "resnet 50 (amp)", "-f", "json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.output)
+    doc = json.loads(r.output)
+    rows = doc["rows"]
+    assert doc["run"] == "resnet 50 (amp)" and rows[0]["run"] == "resnet 50 (amp)"
     assert rows and rows[0]["name"] == "[CUDA memcpy Host-to-Device]" and rows[0]["count"] == 6
     r = runner.invoke(app, ["runs", "--store", store, "-f", "json"])
     assert [x["run"] for x in json.loads(r.output)] == ["resnet 50 (amp)"]

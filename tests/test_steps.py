@@ -20,7 +20,7 @@ from conftest import SAMPLES, shared_trace
 def stall_steps(store, run, *args) -> list[tuple[int, str]]:
     r = CliRunner().invoke(app, ["stalls", "--store", str(store), "--run", run, "--table", "steps", "-f", "json", *args])
     assert r.exit_code == 0, r.output
-    return [(x["step"], x["step_source"]) for x in json.loads(r.output)]
+    return [(x["step"], x["step_source"]) for x in json.loads(r.output)["rows"]]
 
 
 def test_parse_steps_is_inclusive_step_numbers():
@@ -56,7 +56,7 @@ def test_steps_window_of_gpu_analyses(tb_store):
                     [lo, hi]).fetchone()[0]
     r = CliRunner().invoke(app, ["hotspots", "--store", str(tb_store), "--steps", "10:20", "-n", "0", "-f", "json"])
     assert r.exit_code == 0, r.output
-    assert sum(x["count"] for x in json.loads(r.output)) == n > 0
+    assert sum(x["count"] for x in json.loads(r.output)["rows"]) == n > 0
 
 
 def test_selecting_no_step_names_the_numbers_there_are(tb_store):
@@ -134,6 +134,6 @@ def test_dataloader_iterations_are_steps_when_nothing_else_is(tmp_path):
     ingest([f], store, run="d")
     assert stall_steps(store, "d") == [(0, "DataLoader"), (1, "DataLoader"), (2, "DataLoader")]
     res = CliRunner().invoke(app, ["stalls", "--store", str(store), "--table", "steps", "-f", "json", "--skip-first", "1"])
-    rows = json.loads(res.output)
+    rows = json.loads(res.output)["rows"]
     # iterations [100,200) and [200,290): 30 µs of data wait each
     assert [(r["step"], r["step_ns"], r["data_wait_ns"]) for r in rows] == [(1, 100_000, 30_000), (2, 90_000, 30_000)]
