@@ -68,3 +68,20 @@ def test_store_under_a_key_value_folder_adds_no_columns(tmp_path, parent):
     con = st.connect()
     cols = [c[0] for c in con.execute("DESCRIBE gpu_ops").fetchall()]
     assert "k" not in cols and con.execute("SELECT DISTINCT run FROM gpu_ops").fetchall() == [("r1",)]
+
+
+def test_report_sections_of_runs_with_the_same_slug_have_distinct_anchors(tmp_path):
+    import re as _re
+
+    from traceq.report import build_report
+
+    st = Store(tmp_path / "store")
+    for name in ("a b", "a_b", "a-b"):
+        ingest([SAMPLES / "nsys_sample.sqlite"], st, run=name)
+    out = tmp_path / "r.html"
+    build_report(st, ["a b", "a_b", "a-b"], out)
+    html = out.read_text()
+    ids = _re.findall(r'<section class="run" id="([^"]+)"', html)
+    assert len(ids) == 3 and len(set(ids)) == 3
+    for i in ids:
+        assert f'href="#{i}"' in html

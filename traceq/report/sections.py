@@ -94,9 +94,12 @@ def _pct(v) -> str:
 
 
 def _slug(text: str) -> str:
+    """HTML id of a run's section: readable, and distinct for distinct names (`a b`, `a_b`)."""
+    import hashlib
     import re
 
-    return "run-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x")
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:60] or "x"
+    return f"run-{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 # ---------------------------------------------------------------- one run
