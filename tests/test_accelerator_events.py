@@ -60,3 +60,4 @@ def test_mtia_device_events_are_gpu_ops(tmp_path):
     r = CliRunner().invoke(app, ["hotspots", "--store", str(store), "-f", "json"])
     rows = {x["name"]: x for x in json.loads(r.output)["rows"]}
     assert "CPU-only" not in r.output and rows["pe_exe"]["total_ns"] == 100_000 and rows["add-dtype"]["count"] == 1
+    assert {x["library"] for x in rows.values()} == {"MTIA"} and rows["pe_exe"]["identity"] == "pe_exe"

@@ -601,6 +601,8 @@ def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.D
     g = g.join(launch, on="correlation", how="left")
     g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
     g = pl.concat([g, classify(g["name"], g["kind"])], how="horizontal")
+    # MTIA on-device events carry plain names (pe_exe, dma_request): the category says the device
+    g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
                     "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
