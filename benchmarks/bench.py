@@ -226,28 +226,10 @@ def build_nsys_input(min_rows: int = NSYS_MIN_ROWS) -> tuple[Path, dict]:
 
 
 def ensure_hta() -> tuple[Path | None, str]:
-    py = HTA_VENV / "bin" / "python"
-    check = [str(py), "-c", "import hta, importlib.metadata as m; "
-             "print(m.version('HolisticTraceAnalysis'))"]
-    if py.exists():
-        r = subprocess.run(check, capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip() == HTA_SPEC.split("==")[1]:
-            return py, r.stdout.strip()
-    log(f"installing {HTA_SPEC} into {HTA_VENV} (one-off)")
-    shutil.rmtree(HTA_VENV, ignore_errors=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True,
-                       capture_output=True)
-        r = subprocess.run([str(HTA_VENV / "bin" / "pip"), "install", "-q", HTA_SPEC],
-                           capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            return None, "pip install failed: " + r.stderr[-500:]
-        r = subprocess.run(check, capture_output=True, text=True)
-        if r.returncode != 0:
-            return None, "import failed: " + r.stderr[-500:]
-        return py, r.stdout.strip()
-    except Exception as e:  # noqa: BLE001 - any failure means "HTA unavailable"
-        return None, f"{type(e).__name__}: {e}"
+    from venvs import ensure_venv
+
+    return ensure_venv(HTA_VENV, HTA_SPEC, "import hta, importlib.metadata as m; "
+                                           "print(m.version('HolisticTraceAnalysis'))", log)
 
 
 HTA_LOAD = ("import sys\nfrom hta.trace_analysis import TraceAnalysis\n"

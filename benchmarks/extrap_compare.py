@@ -34,6 +34,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
 CACHE = HERE / ".cache"
 VENV = CACHE / "extrap-venv"
 SPEC = "extrap==4.2.5"
@@ -97,26 +98,9 @@ def log(msg: str) -> None:
 
 
 def ensure_extrap() -> tuple[Path | None, str]:
-    py = VENV / "bin" / "python"
-    check = [str(py), "-c", "import extrap; print(extrap.__version__)"]
-    if py.exists():
-        r = subprocess.run(check, capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip() == SPEC.split("==")[1]:
-            return py, r.stdout.strip()
-    log(f"installing {SPEC} into {VENV} (one-off)")
-    shutil.rmtree(VENV, ignore_errors=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True)
-        r = subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", SPEC], capture_output=True, text=True,
-                           timeout=1800)
-        if r.returncode != 0:
-            return None, "pip install failed: " + r.stderr[-500:]
-        r = subprocess.run(check, capture_output=True, text=True)
-        if r.returncode != 0:
-            return None, "import failed: " + r.stderr[-500:]
-        return py, r.stdout.strip()
-    except Exception as e:  # noqa: BLE001 - any failure means "Extra-P unavailable"
-        return None, f"{type(e).__name__}: {e}"
+    from venvs import ensure_venv
+
+    return ensure_venv(VENV, SPEC, "import extrap; print(extrap.__version__)", log)
 
 
 def _key(terms: list[dict]) -> frozenset:
