@@ -358,3 +358,15 @@ def test_compare_shared_control_test_and_a_third_run(tmp_path):
     assert by[("test", "step_time")]["change_pct"] == pytest.approx(100 * (st["test"] - st["control"]) / st["control"])
     assert ("test", "gpu.gemm") in by and ("test", "communication") in by
     assert any(k[1].startswith("region.") for k in by)
+
+
+def test_report_comparison_section(tree_store, tmp_path):
+    from traceq.report import build_report
+
+    runs = ["synth.p2.b64.r1", "synth.p2.b64.r2", "synth.p4.b64.r1"]
+    res = build_report(tree_store / "store", runs, tmp_path / "r.html")
+    assert "compare" in res.sections and not res.warnings
+    html = (tmp_path / "r.html").read_text()
+    for metric in ("step_time", "throughput", "communication", "gpu.gemm"):
+        assert f'data-chart="compare-{metric}"' in html
+    assert 'id="compare"' in html and "synth.p2.b64" in html   # the two repetitions pooled

@@ -213,7 +213,7 @@ def test_default_is_the_most_recent_run_and_two_runs_add_a_diff(sample_store, tm
     html = (tmp_path / "two.html").read_text()
     assert two.runs == ["slow_dataloader", "fast_dataloader"] and "diff" in two.sections
     assert "<title>DataLoader fix</title>" in html
-    assert re.findall(r'<section class="run" id="[^"]+" data-run="([^"]+)"', html) == ["slow_dataloader", "fast_dataloader", "diff"]
+    assert re.findall(r'<section class="run" id="[^"]+" data-run="([^"]+)"', html) == ["slow_dataloader", "fast_dataloader", "diff", "compare"]
     assert "What changed: slow_dataloader → fast_dataloader" in html
     assert tables_of(html)["diff-headline"] >= 1
 

@@ -6,7 +6,8 @@ The page holds, per run: the facts the store has (ranks, devices, labels, file n
 paths or environment), headline numbers per run and rank (step time, GPU idle %, exposed
 communication, data wait %), a down-sampled GPU timeline (see `timeline`), per-category and
 per-region bars, the hotspot table with avoidable work and its advice, stall and overlap charts
-per step and rank; with exactly two runs, the diff of B against A.
+per step and rank; with exactly two runs, the diff of B against A; with two or more, a
+comparison (traceq compare) with one chart per metric.
 
 Self-contained: plotly.js is inlined once, each figure is JSON drawn by `Plotly.newPlot`, CSS is
 inline; nothing is fetched at view time (no CDN, fonts or images). Owns: report/ (data to
@@ -60,7 +61,7 @@ def build_report(store=None, runs: list[str] | None = None, out_path: str | Path
     from ..errors import TraceqError
     from ..store import Store
     from .html import render_page
-    from .sections import diff_part, run_part
+    from .sections import comparison_part, diff_part, run_part
 
     t0 = time.perf_counter()
     st = store if isinstance(store, Store) else Store(store)
@@ -68,11 +69,13 @@ def build_report(store=None, runs: list[str] | None = None, out_path: str | Path
     warnings: list[str] = []
     parts = [run_part(st, r, warnings) for r in names]
     diff = diff_part(st, names[0], names[1], warnings) if len(names) == 2 else None
+    comparison = comparison_part(st, names, warnings) if len(names) >= 2 else None
     title = title or ("traceq report: " + (" vs ".join(names) if len(names) <= 3 else f"{len(names)} runs"))
     page = render_page({
         "title": title,
         "runs": parts,
         "diff": diff,
+        "comparison": comparison,
         "version": __version__,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     })
@@ -90,6 +93,8 @@ def build_report(store=None, runs: list[str] | None = None, out_path: str | Path
     sections = [f"{p.run}/{s.id}" for p in parts for s in p.sections]
     if diff is not None:
         sections.append("diff")
+    if comparison is not None:
+        sections.append("compare")
     return ReportResult(out, len(data), names, time.perf_counter() - t0, warnings, sections)
 
 

@@ -251,3 +251,26 @@ def diff_category_bars(cat: pl.DataFrame, a: str, b: str, title: str | None = No
                              marker_color=color, hovertemplate="%{x}: %{y:,.3f} ms (" + esc(label) + ")<extra></extra>"))
     fig.update_layout(barmode="group", yaxis_title="GPU time (ms)")
     return fig
+
+
+# ---------------------------------------------------------------- comparison of runs (compare)
+def metric_bars(df: pl.DataFrame, metric: str):
+    """One metric across configurations (traceq.experiments.compare rows): mean with ±sd bars.
+    Values in s are drawn in ms."""
+    import plotly.graph_objects as go
+
+    d = df.filter(pl.col("metric") == metric)
+    if d.height == 0:
+        return None
+    unit = d["unit"][0] or ""
+    scale, shown = (1e3, "ms") if unit == "s" else (1.0, unit)
+    fig = _fig(base_layout(esc(f"{metric} ({shown})"), height=300))
+    fig.add_trace(go.Bar(
+        x=_short(d["config"].to_list(), 32), y=(d["mean"] * scale).to_list(),
+        error_y=dict(type="data", array=(d["sd"].fill_null(0) * scale).to_list(), visible=True),
+        customdata=list(zip(d["runs"].to_list(), d["change_pct"].to_list())),
+        hovertemplate="%{x}<br>mean %{y:.4g} " + esc(shown) + " ± sd<br>%{customdata[0]} run(s), "
+                      "change %{customdata[1]:+.1f} %<extra></extra>",
+        marker_color="#4c78a8"))
+    fig.update_layout(yaxis_title=esc(shown), showlegend=False)
+    return fig

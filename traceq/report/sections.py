@@ -433,3 +433,26 @@ def diff_part(store, run_a: str, run_b: str, warnings: list[str]) -> Section | N
             _add_table(sec, table(r.head(DIFF_ROWS), caption="Regions (CPU time)"), "diff-regions")
     return sec
 
+
+
+COMPARE_METRICS = ("step_time", "throughput", "data_wait", "communication")
+COMPARE_CATEGORIES = 6
+
+
+def comparison_part(store, runs: list[str], warnings: list[str]) -> Section | None:
+    """Runs side by side (traceq compare): one bar chart per metric, mean ± sd over the
+    repetitions of each configuration, and the comparison table."""
+    from ..experiments.compare import compare
+
+    sec = Section("compare", "Comparison of " + ", ".join(runs),
+                  intro="Per-run metrics side by side (traceq compare): runs whose labels differ only in rep are "
+                        "pooled as repetitions; bars show the mean, whiskers ± one sd; change against the first.")
+    with _Guard(sec, warnings, "compare"):
+        df = compare(store, runs)
+        present = df["metric"].unique().to_list()
+        cats = (df.filter(pl.col("metric").str.starts_with("gpu.")).group_by("metric").agg(pl.col("mean").max())
+                .sort("mean", descending=True).head(COMPARE_CATEGORIES)["metric"].to_list())
+        for metric in [m for m in COMPARE_METRICS if m in present] + cats:
+            _add(sec, figures.metric_bars(df, metric), f"compare-{metric}")
+        _add_table(sec, table(df, caption="Metrics per configuration (s, items/s)", max_rows=200), "compare")
+    return sec
