@@ -370,3 +370,28 @@ def test_report_comparison_section(tree_store, tmp_path):
     for metric in ("step_time", "throughput", "communication", "gpu.gemm"):
         assert f'data-chart="compare-{metric}"' in html
     assert 'id="compare"' in html and "synth.p2.b64" in html   # the two repetitions pooled
+
+
+def test_nvtx_step_ranges_are_a_step_source(tmp_path):
+    from conftest import make_store
+
+    # no ProfilerStep / BATCH / DataLoader: NVTX "train_step N" ranges (depth 0) are the steps;
+    # the nested "step" (depth 1) and "forward" do not count. Steps 10, 12, 11, 40 ms:
+    # Q1 10.75, Q3 18.0, IQR 7.25 -> keep [-0.125, 28.875] -> median of 10, 11, 12 = 11 ms
+    ms = 1_000_000
+    regions, t = [], 0
+    for n, d in enumerate([10, 12, 11, 40]):
+        regions.append({"pid": 1, "tid": 1, "source": "nvtx", "name": f"train_step {n}", "start_ns": t,
+                        "end_ns": t + d * ms, "depth": 0})
+        regions.append({"pid": 1, "tid": 1, "source": "nvtx", "name": "step", "start_ns": t + 1,
+                        "end_ns": t + 2 * ms, "depth": 1})
+        regions.append({"pid": 1, "tid": 1, "source": "nvtx", "name": "forward", "start_ns": t + 2 * ms,
+                        "end_ns": t + 5 * ms, "depth": 1})
+        t += d * ms
+    make_store(tmp_path / "s", run="nv", regions=regions)
+    got = {r["metric"]: r for r in run_metrics(tmp_path / "s").iter_rows(named=True)}
+    assert got["step_time"]["source"] == "NVTX" and got["step_time"]["samples"] == 3
+    assert got["step_time"]["value"] == pytest.approx(0.011)
+    assert got["step_time_trimmed"]["value"] == pytest.approx((0.011 + 0.012) / 2)
+    assert got["region.forward"]["value"] == pytest.approx(0.003)      # 3 ms per step
+    assert "data_wait" not in got

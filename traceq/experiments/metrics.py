@@ -2,7 +2,8 @@
 
 Sources, per run:
 - traced runs (nsys, Kineto, traceq timer logs): queries/run_metrics.sql over the run's
-  steps (stalls_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
+  steps (stalls_steps.sql; where that finds only the whole trace, NVTX step ranges from
+  queries/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
   step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>;
 - throughput = batch / step_time, items/s, when the run has a `batch` (or `b`, `bs`,
   `batch_size`) label;
@@ -77,6 +78,10 @@ def _trace_rows(st: Store, run: str) -> list[dict]:
 
     scope = open_scope(st, run, only_run=True)
     steps = stalls_scoped(scope).steps
+    if steps.height and set(steps["step_source"]) == {"trace"}:
+        nvtx = scope.df(queries.load("run_nvtx_steps"))
+        if nvtx.height:
+            steps = nvtx
     if steps.height == 0:
         return []
     scope.con.register("xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns").to_arrow())

@@ -2,7 +2,8 @@
 --
 -- Input: the temp table xm_steps (rank, step, step_source, step_ns, data_wait_ns) holding the
 -- run's steps as stalls_steps.sql defines them (ProfilerStep, else timer BATCH, else
--- DataLoader-delimited iterations, else the whole rank as one step), and the views.
+-- DataLoader-delimited iterations, else NVTX step ranges (run_nvtx_steps.sql), else the
+-- whole rank as one step), and the views.
 --
 -- Definitions:
 --   step_time          per step, the slowest rank's step duration (max over ranks of the
@@ -10,7 +11,7 @@
 --                      removed (as Extra-Deep does); value = median of the rest, s
 --   step_time_trimmed  mean of the per-step times without one min and one max (≥ 3 steps), s
 --   data_wait          host data-loading time per step (stalls_steps), mean over steps and
---                      ranks, s
+--                      ranks, s (absent with NVTX steps)
 --   gpu.<category>     GPU op time of a kernel category (gpu_ops.category) per step: the
 --                      rank's total / the rank's step count, mean over ranks, s
 --   communication      the same for category 'communication' (NCCL/collectives), s
@@ -52,7 +53,7 @@ FROM ordered WHERE n < 3 OR (i > 1 AND i < n) HAVING count(*) > 0
 UNION ALL
 SELECT 'data_wait', avg(data_wait_ns) / 1e9, 's', count(*)::BIGINT, stddev_samp(data_wait_ns) / 1e9,
        min(data_wait_ns) / 1e9, max(data_wait_ns) / 1e9, 'stalls_steps'
-FROM xm_steps HAVING count(*) > 0
+FROM xm_steps HAVING count(data_wait_ns) > 0
 UNION ALL
 SELECT 'gpu.' || c.category, avg(c.t / s.n), 's', count(*)::BIGINT, NULL, min(c.t / s.n), max(c.t / s.n), 'gpu_ops'
 FROM cat c JOIN nsteps s USING (rank) GROUP BY c.category
