@@ -13,7 +13,10 @@ system when the workers are on other machines).
   `jobs` single-threaded worker processes started for the call. Needs `traceq[dask]`.
 
 The first failing task cancels the others; its exception is raised once every task has
-settled, so the caller can discard what the finished ones staged.
+settled, so the caller can discard what the finished ones staged. A Dask task that is
+already running cannot be stopped by a cancel (its worker goes on and would write into
+the staging area after the caller cleaned it), so on Dask only tasks not yet started are
+cancelled and the running ones are waited for and their results discarded.
 """
 from __future__ import annotations
 
@@ -125,6 +128,26 @@ def _dask_client(spec: ExecutorSpec):
     return Client(cluster), cluster
 
 
+def _cancel_if_waiting(fut) -> None:
+    """Cancel a Dask task only while it has not started: a running one finishes, so that
+    what it stages is known to the caller and discarded with the rest."""
+    if fut.status == "pending" and not _is_processing(fut):
+        fut.cancel()
+
+
+def _is_processing(fut) -> bool:
+    try:
+        state = fut.client.run_on_scheduler(_task_state, fut.key)
+    except Exception:  # noqa: BLE001 - unknown: treat as running (never cancel a running task)
+        return True
+    return state not in ("released", "waiting", "no-worker", "queued")
+
+
+def _task_state(key, dask_scheduler=None):
+    ts = dask_scheduler.tasks.get(key)
+    return None if ts is None else ts.state
+
+
 def _dask_map(fn, items: list, spec: ExecutorSpec, on_result) -> list[Any]:
     from distributed import as_completed as dask_completed
 
@@ -132,7 +155,7 @@ def _dask_map(fn, items: list, spec: ExecutorSpec, on_result) -> list[Any]:
     try:
         futures = {client.submit(fn, item, pure=False, key=f"traceq-{i}-{os.urandom(4).hex()}"): item
                    for i, item in enumerate(items)}
-        return _collect(dask_completed(list(futures)), futures, on_result, lambda f: f.cancel())
+        return _collect(dask_completed(list(futures)), futures, on_result, _cancel_if_waiting)
     finally:
         client.close()
         if cluster is not None:
