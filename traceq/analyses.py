@@ -97,10 +97,12 @@ _SPECS = [
     Analysis(
         name="stalls",
         help="Data-loading stalls and other GPU starvation.\n\n"
-             "GPU idle gaps of at least --min-gap-us are split by what the host was doing, in priority order: "
-             "data loading (DataLoader spans, timer IO regions, --data-pattern regions), synchronisation "
-             "(cudaStreamSynchronize / cudaDeviceSynchronize / cudaEventSynchronize, blocking cudaMemcpy), "
-             "launch-bound (host inside other CUDA API calls), other. Per step: host time waiting for data, GPU "
+             "GPU idle gaps of at least --min-gap-us are split by what the host was doing, in precedence order: "
+             "data_loading (DataLoader spans, timer IO regions, --data-pattern regions), communication (host in "
+             "collectives), synchronization (cuda*Synchronize, .item()), blocking_copy (synchronous or pageable "
+             "copies), memory_management (cudaMalloc/cudaFree/hipFree/...), launch_overhead (launching thread in "
+             "other CUDA API calls), host_compute (CPU ops with no CUDA call), unattributed. "
+             "--table launch: launch statistics per rank. Per step: host time waiting for data, GPU "
              "idle while waiting, and their share of the step, with advice when data wait exceeds 5 % of step "
              "time. Steps are ProfilerSteps, else timer BATCH regions, else the iterations between DataLoader "
              "calls. CPU-only traces still get the per-step data-wait share.",
@@ -111,8 +113,8 @@ _SPECS = [
                 Param("data_pattern", str, None, "Regex: regions whose name matches also count as data loading "
                       "(e.g. 'load|decode').", "REGEX"),
                 Param("table", str, "both", "Which table: both (steps, and causes as a second table), causes, "
-                      "steps or gaps (every gap).", "both|causes|steps|gaps",
-                      choices=("both", "causes", "steps", "gaps"))),
+                      "steps, gaps (every gap) or launch (launch statistics per rank).", "both|causes|steps|gaps|launch",
+                      choices=("both", "causes", "steps", "gaps", "launch"))),
         columns=_sql_columns("stalls_steps", Column("gpu_idle_waiting_pct", "100 · gpu_idle_waiting_ns / step_ns, %")),
         sort=("rank", "step"),
         drop_first=("gpu_idle_ns", "step_source", "gpu_idle_waiting_ns"),

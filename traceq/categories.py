@@ -36,14 +36,6 @@ CATEGORIES = ["communication", "memcpy", "memset", "gemm", "conv", "attention", 
 # Categories that are not computation (summary/overlap count everything else as compute).
 NON_COMPUTE = ("communication", "memcpy", "memset", "sync")
 
-# Categories that usually mean avoidable work, with what to do about them.
-ADVICE: dict[str, str] = {
-    "transpose": "layout transposes: train in channels_last (model.to(memory_format=torch.channels_last)) with AMP so cuDNN needs no NCHW<->NHWC conversion",
-    "memset": "memsets/fills: call optimizer.zero_grad(set_to_none=True) (default since PyTorch 2.0) instead of zero-filling gradients",
-    "optimizer": "many tiny optimizer kernels: use a fused or foreach optimizer (torch.optim.AdamW(..., fused=True) / foreach=True)",
-    "memcpy": "pageable host copies: pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and use non_blocking=True",
-}
-
 _KEYS = {"category", "pattern", "name", "kinds", "library", "identity", "note"}
 
 

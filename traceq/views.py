@@ -21,18 +21,19 @@ def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> O
     unknown = [c for c in cats if c not in CATEGORIES]
     if unknown:
         raise TraceqError(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
-    everything = hotspots_scoped(scope)
+    from .advice import findings, fix_first_line
+
+    fs = findings(scope)    # evidence-gated advice (traceq/advice): the kernels it cites are highlighted
+    everything = hotspots_scoped(scope, fs=fs)
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
-    advice = (full.filter(pl.col("avoidable")).group_by("advice")
-              .agg(pl.col("total_ns").sum(), pl.col("category").first()).sort("total_ns", descending=True))
-    notes = [f"advice [{r['category']}, {r['total_ns'] / 1e6:,.2f} ms]: {r['advice']}" for r in advice.iter_rows(named=True)]
+    notes = [f"advice [{f.id}, {f.est_gain_ms_per_step:,.2f} ms/step]: {f.advice} — {f.evidence}" for f in fs]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
     # short labels are made unique over every name of the run, so a filtered table reads the same
     from .kernels.labels import short_labels
 
     label = dict(zip(everything["name"], short_labels(everything["name"].to_list(), everything["identity"].to_list())))
-    return Out(df, headline(everything, scope), notes=notes, highlight=highlight, value=label)
+    return Out(df, fix_first_line(fs, headline(everything, scope)), notes=notes, highlight=highlight, value=label)
 
 
 def hotspots_view(res: Result) -> list[Block]:
@@ -163,9 +164,11 @@ def _timer_rows(df: pl.DataFrame) -> pl.DataFrame:
 def stalls(scope, min_gap_us: float = 50.0, data_pattern: str | None = None, table: str = "both") -> Out:
     from .analysis import stalls as sa
 
+    from .advice import fix_first_line
+
     res = sa.stalls_scoped(scope, min_gap_us, data_pattern)
     df = res.steps if table == "both" else getattr(res, table)
-    return Out(df, sa.headline(res, scope), tables={"causes": res.causes} if table == "both" else {},
+    return Out(df, fix_first_line(scope, sa.headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
                notes=sa.advice(res), value=res)
 
 
@@ -188,6 +191,8 @@ def stalls_view(res: Result) -> list[Block]:
             out.append(Block(lines=[sa.causes_headline(st), *notes]))
     if table == "gaps":
         out.append(Block(st.gaps, sa.causes_headline(st), notes=notes))
+    if table == "launch":
+        out.append(Block(st.launch, sa.causes_headline(st)))
     return out
 
 

@@ -4,34 +4,27 @@ from __future__ import annotations
 import polars as pl
 
 from .. import queries
-from ..categories import ADVICE
 from .scope import Scope, open_scope
 
-# "Swarm" of tiny kernels: at least this many per step, each shorter than this on average.
-SWARM_PER_STEP = 100
-SWARM_MEAN_NS = 10_000
 
-
-def _advice(df: pl.DataFrame, n_steps: int) -> pl.DataFrame:
-    per_step = pl.col("count") / max(n_steps, 1)
-    swarm = (per_step >= SWARM_PER_STEP) & (pl.col("mean_ns") < SWARM_MEAN_NS)
-    advice = (
-        pl.when(pl.col("category") == "transpose").then(pl.lit(ADVICE["transpose"]))
-        .when(pl.col("category") == "memset").then(pl.lit(ADVICE["memset"]))
-        .when((pl.col("category") == "memcpy") & pl.col("pageable")).then(pl.lit(ADVICE["memcpy"]))
-        .when(pl.col("category").is_in(["optimizer", "elementwise"]) & swarm).then(pl.lit(ADVICE["optimizer"]))
-    )
+def _advice(df: pl.DataFrame, fs: list) -> pl.DataFrame:
+    """`advice` for the kernel names an evidence-gated finding (traceq.advice) cites."""
+    by_name: dict[str, str] = {}
+    for f in fs:
+        for name in f.kernels:
+            by_name.setdefault(name, f"{f.id}: {f.advice}")
+    advice = pl.Series("advice", [by_name.get(n) for n in df["name"]], dtype=pl.String)
     return df.with_columns(advice=advice, avoidable=advice.is_not_null())
 
 
-def hotspots_scoped(scope: Scope, top: int | None = None, categories: list[str] | None = None) -> pl.DataFrame:
+def hotspots_scoped(scope: Scope, top: int | None = None, categories: list[str] | None = None,
+                    fs: list | None = None) -> pl.DataFrame:
+    """`fs`: the kernel-evidence findings of the scope (traceq.advice.findings), computed when
+    not given; rows of the kernels they cite get their advice."""
+    from ..advice import findings
+
     df = scope.df(queries.load("hotspots"))
-    n_steps = scope.df(
-        "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
-        "WHERE r.run = $run AND r.source = 'step' AND (r.domain IS NULL OR r.domain <> 'gpu') "
-        "AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))")["n"][0]
-    n_ranks = scope.df("SELECT count(*) AS n FROM scope_window")["n"][0]
-    df = _advice(df, max(int(n_steps), 1) * (1 if n_steps else n_ranks))
+    df = _advice(df, findings(scope) if fs is None else fs)
     if categories:
         df = df.filter(pl.col("category").is_in(categories))
     if top:
@@ -43,7 +36,7 @@ def hotspots(store=None, run: str | None = None, rank: int | None = None, steps:
              top: int | None = None, categories: list[str] | None = None, *,
         step_pattern: str | None = None, skip_first: int = 0) -> pl.DataFrame:
     """Per GPU kernel/copy name: category, count, total/mean/median/min/max/stddev (ns), % of GPU op time,
-    and `advice` for avoidable categories. One row per name; sorted by total time."""
+    and `advice` where an evidence-gated advice rule (traceq.advice) cites the kernel. One row per name; sorted by total time."""
     return hotspots_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), top, categories)
 
 

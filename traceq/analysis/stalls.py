@@ -1,9 +1,13 @@
 """Data-loading stalls and other GPU starvation (DESIGN §4.4; SQL in queries/stalls*.sql).
 
-`stalls(store, ...)` returns a `Stalls` result with three tables:
-  causes  GPU idle time in gaps >= min gap, by what the host was doing (queries/stalls.sql)
+`stalls(store, ...)` returns a `Stalls` result with four tables:
+  causes  GPU idle time in gaps >= min gap, by what the host was doing, in the fixed
+          vocabulary data_loading, communication, synchronization, blocking_copy,
+          memory_management, launch_overhead, host_compute, unattributed (queries/stalls.sql)
   steps   per step: data wait, GPU idle while waiting, shares of step time (stalls_steps.sql)
   gaps    every gap with its time split by cause (stalls_gaps.sql)
+  launch  launch statistics per rank: launches, CPU launch time, launch delay, short
+          kernels, CUDA-graph launches (launch_stats.sql)
 plus `headline()` and `advice()` (the TensorBoard profiler's 5 % DataLoader rule, A3.4).
 """
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Stalls:
     min_gap_us: float
     data_pattern: str | None = None
     single_process_loader: bool = False   # a DataLoader with num_workers=0 was seen
+    launch: pl.DataFrame | None = None    # launch statistics per rank (launch_stats.sql)
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:
@@ -65,15 +70,16 @@ def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pat
     single = bool(scope.df(
         "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
         "WHERE r.run = $run AND r.source = 'dataloader' AND r.name LIKE '%SingleProcessDataLoaderIter%'")["n"][0])
-    return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single)
+    launch = scope.df(queries.load("launch_stats"))
+    return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single, launch)
 
 
 def stalls(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
            min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None, *,
         step_pattern: str | None = None, skip_first: int = 0) -> Stalls:
-    """GPU idle gaps >= `min_gap_us` attributed to data loading / synchronisation /
-    launch-bound / other host activity (`.causes`), per-step data wait and GPU idle while
-    waiting (`.steps`), and every gap (`.gaps`). `data_pattern`: regex of region names that
+    """GPU idle gaps >= `min_gap_us` attributed to what the host was doing (`.causes`, the
+    fixed vocabulary of queries/stalls_gaps.sql), per-step data wait and GPU idle while
+    waiting (`.steps`), every gap (`.gaps`) and launch statistics (`.launch`). `data_pattern`: regex of region names that
     also count as data loading."""
     return stalls_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us, data_pattern)
 
@@ -141,10 +147,23 @@ def advice(res: Stalls) -> list[str]:
     c = res.causes
     if c.height and c["idle_pct"].sum() > 10:
         top = c.sort("idle_ns", descending=True).row(0, named=True)
-        if top["cause"] == "synchronization":
-            out.append("advice [synchronization]: GPU idle is mostly behind blocking syncs or blocking copies "
-                       "(cudaStreamSynchronize, .item(), .cpu(), cudaMemcpy): remove per-step syncs, use async copies")
-        elif top["cause"] == "launch_bound":
-            out.append("advice [launch-bound]: the host spends the gaps issuing API calls: fewer, larger kernels "
-                       "(torch.compile, fused/foreach optimizers), CUDA graphs, or a larger batch")
+        if top["cause"] in CAUSE_ADVICE:
+            out.append(f"advice [{top['cause'].replace('_', ' ')}, {top['share_pct']:.0f} % of GPU idle time]: "
+                       + CAUSE_ADVICE[top["cause"]])
     return out
+
+
+# What to do when a stall cause dominates GPU idle time (traceq diagnose cites the evidence).
+CAUSE_ADVICE = {
+    "synchronization": "the host blocks on the GPU (cudaStreamSynchronize/cudaDeviceSynchronize, .item(), .cpu()): "
+                       "remove per-step syncs",
+    "blocking_copy": "synchronous or pageable copies: pin host memory and copy with non_blocking=True",
+    "memory_management": "allocator churn (cudaMalloc/cudaFree while the GPU idles): keep the caching allocator on, "
+                         "no torch.cuda.empty_cache() in the loop",
+    "launch_overhead": "the host spends the gaps issuing kernels: fewer, larger kernels (torch.compile, fused/foreach "
+                       "optimizers), CUDA graphs, or a larger batch",
+    "host_compute": "the host computes (framework/Python) while the GPU idles: CPU-bound; torch.compile, CUDA graphs, "
+                    "larger batches, less per-step Python",
+    "communication": "the host waits in collectives: overlap communication with compute (DDP bucketing), fewer/larger "
+                     "collectives",
+}

@@ -1,16 +1,16 @@
 -- stalls: GPU starvation by cause — how much GPU idle time, in gaps of at least
--- --min-gap-us, coincides with data loading, synchronisation, API launch work or other
--- host activity (DESIGN §4.4; the per-gap split is defined in stalls_gaps.sql).
+-- --min-gap-us, the host spent on each activity of the fixed stall vocabulary
+-- (DESIGN §4.4; the per-gap split and the precedence are defined in stalls_gaps.sql).
 --
 -- Definition: GPU span = Σ over (rank, device) of (last op end − first op start) in scope
--- (st_busy). For each cause, the gap time attributed to it (priority split: data loading,
--- then synchronisation, then launch-bound, then other) summed over all gaps.
+-- (st_busy). For each cause, the gap time attributed to it summed over all gaps.
 --
 -- Parameters: none. Requires st_busy (stalls_busy.sql) and st_gaps (stalls_gaps.sql).
 -- No rows when the scope has no GPU ops (CPU-only trace).
 --
--- Output columns (one row per cause, in priority order):
---   cause       data_loading | synchronization | launch_bound | other
+-- Output columns (one row per cause, in precedence order):
+--   cause       data_loading | communication | synchronization | blocking_copy |
+--               memory_management | launch_overhead | host_compute | unattributed
 --   gaps        gaps with some time attributed to this cause (a gap can count under several)
 --   gaps_main   gaps where this cause has the largest share
 --   idle_ns     GPU idle time attributed to the cause, ns
@@ -20,12 +20,17 @@ WITH span AS (
     SELECT sum(hi - lo) AS span_ns
     FROM (SELECT key, min(start_ns) AS lo, max(end_ns) AS hi FROM st_busy GROUP BY key)
 ), causes(ord, cause) AS (
-    VALUES (1, 'data_loading'), (2, 'synchronization'), (3, 'launch_bound'), (4, 'other')
+    VALUES (1, 'data_loading'), (2, 'communication'), (3, 'synchronization'), (4, 'blocking_copy'),
+           (5, 'memory_management'), (6, 'launch_overhead'), (7, 'host_compute'), (8, 'unattributed')
 ), long AS (
     SELECT 'data_loading' AS cause, data_ns AS ns, cause AS main FROM st_gaps
+    UNION ALL SELECT 'communication', comm_ns, cause FROM st_gaps
     UNION ALL SELECT 'synchronization', sync_ns, cause FROM st_gaps
-    UNION ALL SELECT 'launch_bound', launch_ns, cause FROM st_gaps
-    UNION ALL SELECT 'other', other_ns, cause FROM st_gaps
+    UNION ALL SELECT 'blocking_copy', copy_ns, cause FROM st_gaps
+    UNION ALL SELECT 'memory_management', memory_ns, cause FROM st_gaps
+    UNION ALL SELECT 'launch_overhead', launch_ns, cause FROM st_gaps
+    UNION ALL SELECT 'host_compute', host_ns, cause FROM st_gaps
+    UNION ALL SELECT 'unattributed', unattributed_ns, cause FROM st_gaps
 ), per AS (
     SELECT cause,
            count(*) FILTER (WHERE ns > 0) AS gaps,

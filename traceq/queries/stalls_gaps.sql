@@ -2,24 +2,34 @@
 --
 -- Definition: a gap is a hole of at least $min_gap_ns between consecutive busy intervals
 -- of one GPU (st_busy, per rank and device; idle time before the first and after the last
--- op is not a gap). Each gap's time is split by priority among the host activities of the
--- same rank (any process or thread) that overlap it:
---   1. data_ns    overlaps data loading (st_data: DataLoader spans, timer IO regions,
---                 regions matching --data-pattern);
---   2. sync_ns    else overlaps a blocking synchronisation call: host_ops of kind sync_api
---                 named *Synchronize (cudaStreamSynchronize, cudaDeviceSynchronize,
---                 cudaEventSynchronize, cuCtxSynchronize, ...; cudaStreamWaitEvent does not
---                 block the host and is not counted here), or a blocking copy: runtime/driver
---                 cudaMemcpy*/cuMemcpy*/hipMemcpy* without "Async" in the name;
---   3. launch_ns  else a thread that launches GPU work (one of whose runtime/driver calls
---                 is linked by correlation id to a GPU op) is inside any runtime/driver API
---                 call (launch-bound: the host is busy issuing work and cannot keep the GPU
---                 fed). API calls of threads that never launch (e.g. NCCL watchdog threads
---                 polling cudaEventQuery) do not count;
---   4. other_ns   the rest (host computing in Python/framework code, or idle).
--- With cumulative unions P1 = data, P2 = P1 ∪ sync, P3 = P2 ∪ launching threads' API calls:
---   data = |gap ∩ P1|, sync = |gap ∩ P2| − data, launch = |gap ∩ P3| − |gap ∩ P2|,
---   other = |gap| − |gap ∩ P3|; the four add up to the gap.
+-- op is not a gap). Every instant of a gap gets ONE cause: the first of these host
+-- activities of the same rank that covers it (fixed vocabulary, in precedence order):
+--   1. data_loading       st_data: DataLoader spans, timer IO regions, --data-pattern regions
+--   2. communication      the host inside a collective: host ops or regions (any thread)
+--                         named like nccl*/rccl*/c10d::*/ProcessGroup*/record_param_comms/
+--                         all_reduce/all_gather/reduce_scatter/alltoall
+--   3. synchronization    blocking waits: host_ops of kind sync_api named *Synchronize
+--                         (cudaStream/Device/Event/CtxSynchronize, hip*; cudaStreamWaitEvent
+--                         does not block the host and is not counted), and `.item()`:
+--                         cpu ops aten::item / aten::_local_scalar_dense
+--   4. blocking_copy      synchronous copies: runtime/driver cudaMemcpy*/cuMemcpy*/hipMemcpy*
+--                         without "Async", and any copy API call whose copy involves
+--                         pageable host memory (gpu_ops src_kind/dst_kind 'Pageable', by
+--                         correlation): a pageable cudaMemcpyAsync returns only when staged
+--   5. memory_management  allocator calls: runtime/driver cudaMalloc*/cudaFree*/cudaHostAlloc/
+--                         cudaHostRegister/Unregister, cuMemAlloc*/cuMemFree*/cuMemCreate/
+--                         cuMemMap/cuMemUnmap/cuMemRelease/cuMemHostAlloc, hipMalloc*/hipFree*/
+--                         hipHostMalloc/hipHostFree/hipExtMallocWithFlags (allocator churn)
+--   6. launch_overhead    a thread that launches GPU work (one of its runtime/driver calls
+--                         is linked by correlation id to a GPU op) is inside any other
+--                         runtime/driver call: the host is busy issuing work. Threads that
+--                         never launch (e.g. NCCL watchdogs polling cudaEventQuery) do not count
+--   7. host_compute       a cpu_op / python op of a process that launches GPU work, with no
+--                         CUDA API call under it: the host computes (CPU-bound)
+--   8. unattributed       nothing recorded (no host activity the trace shows)
+-- Only the host activity that overlaps some gap is considered. Method: one sweep over the
+-- edges of the gaps and of every activity level; each elementary segment inside a gap
+-- takes the lowest level covering it. The eight parts add up to the gap exactly.
 --
 -- Parameters: $run (text), $min_gap_ns (integer). Requires scope_window, st_busy
 -- (stalls_busy.sql), st_data (stalls_data.sql) and the macros of intervals.sql.
@@ -28,86 +38,127 @@
 --   rank, device     where
 --   start_ns, end_ns the gap (GPU idle), ns
 --   gap_ns           end_ns − start_ns, ns
---   data_ns, sync_ns, launch_ns, other_ns   the gap's time by cause (priority split), ns
---   cause            the cause with the most time (data_loading | synchronization |
---                    launch_bound | other; ties go to the earlier in priority order)
+--   data_ns, comm_ns, sync_ns, copy_ns, memory_ns, launch_ns, host_ns, unattributed_ns
+--                    the gap's time by cause (levels 1-8 above), ns
+--   cause            the cause with the most time (ties go to the earlier in precedence)
 WITH gaps AS (
     SELECT key, start_ns, end_ns FROM iv_gaps(st_busy) WHERE end_ns - start_ns >= $min_gap_ns
 ), devs AS (
     SELECT DISTINCT key FROM gaps
 ), launcher AS (
     -- threads that launch GPU work: a runtime/driver call of theirs has the correlation id
-    -- of a GPU op of the same process (keeps out e.g. NCCL watchdog threads polling
-    -- cudaEventQuery, which issue API calls but never feed the GPU)
+    -- of a GPU op of the same process
     SELECT DISTINCT h.rank, h.pid, h.tid
     FROM host_ops h
     JOIN gpu_ops g ON g.run = h.run AND g.rank = h.rank AND g.pid = h.pid AND g.correlation = h.correlation
     WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
       AND g.kind IN ('kernel', 'memcpy', 'memset')
       AND h.rank IN (SELECT key.rank FROM devs)
-), api AS (
-    -- host API calls of the ranks with gaps, one copy per device of the rank
-    SELECT d.key, h.start_ns, h.end_ns,
-           (h.kind = 'sync_api' AND contains(h.name, 'Synchronize'))
-           OR (h.kind IN ('runtime', 'driver') AND NOT contains(h.name, 'Async')
-               AND (starts_with(h.name, 'cudaMemcpy') OR starts_with(h.name, 'cuMemcpy')
-                    OR starts_with(h.name, 'hipMemcpy'))) AS blocking,
-           l.rank IS NOT NULL AS on_launcher
+), pageable AS (
+    -- copy API calls whose copy touches pageable host memory
+    SELECT DISTINCT g.rank, g.pid, g.correlation
+    FROM gpu_ops g
+    WHERE g.run = $run AND g.kind = 'memcpy' AND g.correlation IS NOT NULL
+      AND (g.src_kind = 'Pageable' OR g.dst_kind = 'Pageable')
+), host AS (
+    -- host activity of the ranks with gaps, with its precedence level (NULL = no cause)
+    SELECT h.rank, h.start_ns, h.end_ns,
+           CASE
+             WHEN regexp_matches(h.name, '(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all')
+                  AND h.kind IN ('cpu_op', 'python', 'other') THEN 2
+             WHEN h.kind = 'sync_api' AND contains(h.name, 'Synchronize') THEN 3
+             WHEN h.kind = 'cpu_op' AND h.name IN ('aten::item', 'aten::_local_scalar_dense') THEN 3
+             WHEN h.kind IN ('runtime', 'driver')
+                  AND regexp_matches(h.name, '^(cuda|cu|hip)Memcpy') AND NOT contains(h.name, 'Async') THEN 4
+             WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
+             WHEN h.kind IN ('runtime', 'driver')
+                  AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|hipHostMalloc|hipHostFree|hipExtMallocWithFlags|hipHostRegister|hipHostUnregister)') THEN 5
+             WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL THEN 6
+             WHEN h.kind IN ('cpu_op', 'python')
+                  AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7
+           END AS level
     FROM host_ops h
     JOIN scope_window w ON w.rank = h.rank
-    JOIN devs d ON d.key.rank = h.rank
     LEFT JOIN launcher l ON l.rank = h.rank AND l.pid = h.pid AND l.tid = h.tid
-    WHERE h.run = $run AND h.kind IN ('runtime', 'driver', 'sync_api')
-), api_near AS (
-    -- only calls that overlap a gap matter: gaps are disjoint and sorted, so the candidate
-    -- is the last gap starting before the call ends (a sort-merge ASOF join, not a range join)
-    SELECT a.key, a.start_ns, a.end_ns, a.blocking, a.on_launcher
-    FROM api a
+    LEFT JOIN pageable p ON p.rank = h.rank AND p.pid = h.pid AND p.correlation = h.correlation
+                        AND h.kind IN ('runtime', 'driver')
+    WHERE h.run = $run AND h.rank IN (SELECT key.rank FROM devs)
+    UNION ALL
+    SELECT r.rank, r.start_ns, r.end_ns, 2
+    FROM regions r
+    JOIN scope_window w ON w.rank = r.rank
+    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu' AND r.rank IN (SELECT key.rank FROM devs)
+      AND regexp_matches(r.name, '(?i)^nccl|^rccl|c10d::|processgroup|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all')
+), act AS (
+    -- one copy per device of the rank; data loading is level 1
+    SELECT d.key, h.start_ns, h.end_ns, h.level FROM host h JOIN devs d ON d.key.rank = h.rank
+    WHERE h.level IS NOT NULL AND h.end_ns > h.start_ns
+    UNION ALL
+    SELECT d.key, s.start_ns, s.end_ns, 1 FROM st_data s JOIN devs d ON d.key.rank = s.key
+), act_near AS (
+    -- only activity that overlaps a gap matters: gaps are disjoint and sorted, so the
+    -- candidate is the last gap starting before the activity ends (ASOF join, no range join)
+    SELECT a.key, a.start_ns, a.end_ns, a.level
+    FROM act a
     ASOF JOIN gaps g ON g.key = a.key AND a.end_ns > g.start_ns
     WHERE g.end_ns > a.start_ns
-), p1 AS (
-    SELECT d.key, s.start_ns, s.end_ns FROM st_data s JOIN devs d ON d.key.rank = s.key
-), p2_in AS (
-    SELECT key, start_ns, end_ns FROM p1
-    UNION ALL
-    SELECT key, start_ns, end_ns FROM api_near WHERE blocking
-), p2 AS (
-    SELECT * FROM iv_union(p2_in)
-), p3_in AS (
-    SELECT key, start_ns, end_ns FROM p2
-    UNION ALL
-    SELECT key, start_ns, end_ns FROM api_near WHERE on_launcher
-), p3 AS (
-    SELECT * FROM iv_union(p3_in)
-), pieces AS (
-    SELECT 1 AS level, * FROM iv_intersect(gaps, p1)
-    UNION ALL
-    SELECT 2, * FROM iv_intersect(gaps, p2)
-    UNION ALL
-    SELECT 3, * FROM iv_intersect(gaps, p3)
+), edges AS (
+    SELECT key, start_ns AS t, 0 AS level, 1 AS d FROM gaps
+    UNION ALL SELECT key, end_ns, 0, -1 FROM gaps
+    UNION ALL SELECT key, start_ns, level, 1 FROM act_near
+    UNION ALL SELECT key, end_ns, level, -1 FROM act_near
+), at_t AS (
+    SELECT key, t,
+           sum(d) FILTER (WHERE level = 0) AS d0, sum(d) FILTER (WHERE level = 1) AS d1,
+           sum(d) FILTER (WHERE level = 2) AS d2, sum(d) FILTER (WHERE level = 3) AS d3,
+           sum(d) FILTER (WHERE level = 4) AS d4, sum(d) FILTER (WHERE level = 5) AS d5,
+           sum(d) FILTER (WHERE level = 6) AS d6, sum(d) FILTER (WHERE level = 7) AS d7
+    FROM edges GROUP BY key, t
+), sweep AS (
+    SELECT key, t, lead(t) OVER (PARTITION BY key ORDER BY t) AS t_next,
+           sum(coalesce(d0, 0)) OVER w AS in_gap, sum(coalesce(d1, 0)) OVER w AS c1,
+           sum(coalesce(d2, 0)) OVER w AS c2, sum(coalesce(d3, 0)) OVER w AS c3,
+           sum(coalesce(d4, 0)) OVER w AS c4, sum(coalesce(d5, 0)) OVER w AS c5,
+           sum(coalesce(d6, 0)) OVER w AS c6, sum(coalesce(d7, 0)) OVER w AS c7
+    FROM at_t
+    WINDOW w AS (PARTITION BY key ORDER BY t ROWS UNBOUNDED PRECEDING)
+), segs AS (
+    SELECT key, t AS start_ns, t_next - t AS ns,
+           CASE WHEN c1 > 0 THEN 1 WHEN c2 > 0 THEN 2 WHEN c3 > 0 THEN 3 WHEN c4 > 0 THEN 4
+                WHEN c5 > 0 THEN 5 WHEN c6 > 0 THEN 6 WHEN c7 > 0 THEN 7 ELSE 8 END AS level
+    FROM sweep
+    WHERE in_gap > 0 AND t_next > t
 ), per_gap AS (
     SELECT g.key, g.start_ns,
-           coalesce(sum(p.end_ns - p.start_ns) FILTER (WHERE p.level = 1), 0) AS in1,
-           coalesce(sum(p.end_ns - p.start_ns) FILTER (WHERE p.level = 2), 0) AS in2,
-           coalesce(sum(p.end_ns - p.start_ns) FILTER (WHERE p.level = 3), 0) AS in3
-    FROM pieces p
-    ASOF JOIN gaps g ON g.key = p.key AND p.start_ns >= g.start_ns
+           sum(s.ns) FILTER (WHERE s.level = 1) AS l1, sum(s.ns) FILTER (WHERE s.level = 2) AS l2,
+           sum(s.ns) FILTER (WHERE s.level = 3) AS l3, sum(s.ns) FILTER (WHERE s.level = 4) AS l4,
+           sum(s.ns) FILTER (WHERE s.level = 5) AS l5, sum(s.ns) FILTER (WHERE s.level = 6) AS l6,
+           sum(s.ns) FILTER (WHERE s.level = 7) AS l7
+    FROM segs s
+    ASOF JOIN gaps g ON g.key = s.key AND s.start_ns >= g.start_ns
     GROUP BY g.key, g.start_ns
 ), attributed AS (
     SELECT g.key.rank AS rank, g.key.device AS device, g.start_ns, g.end_ns,
            g.end_ns - g.start_ns AS gap_ns,
-           coalesce(a.in1, 0)::BIGINT AS data_ns,
-           (coalesce(a.in2, 0) - coalesce(a.in1, 0))::BIGINT AS sync_ns,
-           (coalesce(a.in3, 0) - coalesce(a.in2, 0))::BIGINT AS launch_ns,
-           (g.end_ns - g.start_ns - coalesce(a.in3, 0))::BIGINT AS other_ns
+           coalesce(a.l1, 0)::BIGINT AS data_ns, coalesce(a.l2, 0)::BIGINT AS comm_ns,
+           coalesce(a.l3, 0)::BIGINT AS sync_ns, coalesce(a.l4, 0)::BIGINT AS copy_ns,
+           coalesce(a.l5, 0)::BIGINT AS memory_ns, coalesce(a.l6, 0)::BIGINT AS launch_ns,
+           coalesce(a.l7, 0)::BIGINT AS host_ns
     FROM gaps g
     LEFT JOIN per_gap a ON a.key = g.key AND a.start_ns = g.start_ns
 )
-SELECT rank, device, start_ns, end_ns, gap_ns, data_ns, sync_ns, launch_ns, other_ns,
-       CASE greatest(data_ns, sync_ns, launch_ns, other_ns)
+SELECT rank, device, start_ns, end_ns, gap_ns, data_ns, comm_ns, sync_ns, copy_ns, memory_ns,
+       launch_ns, host_ns,
+       (gap_ns - data_ns - comm_ns - sync_ns - copy_ns - memory_ns - launch_ns - host_ns)::BIGINT AS unattributed_ns,
+       CASE greatest(data_ns, comm_ns, sync_ns, copy_ns, memory_ns, launch_ns, host_ns,
+                     gap_ns - data_ns - comm_ns - sync_ns - copy_ns - memory_ns - launch_ns - host_ns)
            WHEN data_ns THEN 'data_loading'
+           WHEN comm_ns THEN 'communication'
            WHEN sync_ns THEN 'synchronization'
-           WHEN launch_ns THEN 'launch_bound'
-           ELSE 'other' END AS cause
+           WHEN copy_ns THEN 'blocking_copy'
+           WHEN memory_ns THEN 'memory_management'
+           WHEN launch_ns THEN 'launch_overhead'
+           WHEN host_ns THEN 'host_compute'
+           ELSE 'unattributed' END AS cause
 FROM attributed
 ORDER BY rank, device, start_ns

@@ -103,6 +103,28 @@ def _slug(text: str) -> str:
 
 
 # ---------------------------------------------------------------- one run
+def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
+    """The "Fix first" section: the run's verdict (all ranks pooled) and its evidence-gated
+    findings ranked by estimated gain per step (traceq diagnose)."""
+    from ..advice import evidence_for, findings
+    from ..analysis.diagnose import verdict
+
+    sec = Section("fix", "Fix first",
+                  intro="What bounds this run (largest share of the GPU span: GPU busy, or the stall cause of the "
+                        "idle gaps) and the findings whose evidence is in the trace, largest estimated gain per step "
+                        "first (traceq diagnose, per rank).")
+    with _Guard(sec, warnings, f"run {scope.run}: diagnose"):
+        st = res["stalls"]
+        bound, share, evidence = verdict(st)
+        sec.headline = f"{bound}-bound ({share:.1f} %) — {evidence}"
+        fs = findings(scope, st, evidence_for(scope))
+        sec.advice = [f"{f.id} — up to {f.est_gain_ms_per_step:,.2f} ms/step: {f.advice}. Evidence: {f.evidence}"
+                      for f in fs]
+        if not fs:
+            sec.notes.append("No finding above the floor (1 % of GPU time or 0.1 ms per step).")
+    return sec
+
+
 def run_part(store, run: str, warnings: list[str]) -> RunPart:
     from ..analysis.scope import open_scope
     from . import timeline
@@ -264,6 +286,8 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
             _add_table(sec, table(rr.collectives, caption="Per collective type"), "collectives")
         sections.append(sec)
 
+    if res.get("stalls") is not None:
+        sections.insert(0, _fix_first(scope, res, warnings))
     cards, rank_table = _headline(scope, manifest, res)
     return RunPart(run, _slug(run), _facts(manifest), cards, rank_table, sections)
 

@@ -1,0 +1,54 @@
+"""Evidence-gated advice: each rule (one module in traceq/advice/rules/) states the evidence
+that triggers it and what rules it out, computes that evidence with SQL over the store
+views, and returns a `Finding` that cites it (kernel names, counts, ms, % of GPU time,
+ms per step). `findings(scope)` runs every rule, drops what is below the floor (< 1 % of
+GPU time AND < 0.1 ms per step) and ranks the rest by estimated time to win per step.
+
+Rules that need the stall attribution (memory_management, synchronization, launch
+overhead, data loading, host compute) run only when a `Stalls` result is passed in
+(`traceq diagnose` does); the kernel-evidence rules (channels_last, zero_grad, fused
+optimizer, pinned memory) always run: they are what the "Fix first" line of the other
+analyses shows.
+"""
+from __future__ import annotations
+
+from .base import FLOOR_MS_PER_STEP, FLOOR_PCT, Evidence, Finding, evidence_for
+from .rules import KERNEL_RULES, STALL_RULES
+
+
+def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
+    """Every finding of every applicable rule above the floor, largest estimated gain first."""
+    ev = ev or evidence_for(scope)
+    out: list[Finding] = []
+    for rule in KERNEL_RULES:
+        f = rule(scope, ev)
+        if f is not None:
+            out.append(f)
+    if stalls is not None:
+        for rule in STALL_RULES:
+            f = rule(scope, ev, stalls)
+            if f is not None:
+                out.append(f)
+    kept = [f for f in out if not f.below_floor(ev)]
+    return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
+
+
+def fix_first(fs: list[Finding]) -> str | None:
+    """The one-line "Fix first" headline of the other analyses: the top finding of `fs`
+    (kernel-evidence findings: `findings(scope)`), or None when there is none."""
+    if not fs:
+        return None
+    f = fs[0]
+    more = f"; +{len(fs) - 1} more" if len(fs) > 1 else ""
+    return (f"Fix first: {f.id} (up to {f.est_gain_ms_per_step:,.2f} ms/step, {f.gpu_ms:,.2f} ms in all){more} "
+            "— traceq diagnose shows the evidence and the stall causes")
+
+
+def fix_first_line(fs, headline: str | None) -> str | None:
+    """`headline` with the "Fix first" line above it (when there is a finding). `fs`: the
+    findings, or a Scope to compute the kernel-evidence findings of."""
+    first = fix_first(fs if isinstance(fs, list) else findings(fs))
+    return "\n".join(x for x in (first, headline) if x) or None
+
+
+__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first", "fix_first_line"]

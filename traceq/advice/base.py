@@ -1,0 +1,89 @@
+"""What every advice rule shares: the `Finding` it returns, the scope facts (`Evidence`)
+and the floor below which nothing is advised."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .. import queries
+
+# Nothing is advised below this floor: less than FLOOR_PCT of GPU time AND less than
+# FLOOR_MS_PER_STEP per step (either one reached keeps the finding).
+FLOOR_PCT = 1.0
+FLOOR_MS_PER_STEP = 0.1
+
+
+@dataclass
+class Finding:
+    id: str                        # rule id, e.g. "channels_last"
+    category: str                  # kernel category or stall cause the evidence is about
+    evidence: str                  # the numbers that triggered the rule, in words
+    gpu_ms: float                  # GPU time (or GPU idle time) the evidence covers, ms, whole scope
+    est_gain_ms_per_step: float    # time the fix can win per step at most, ms
+    advice: str                    # what to do
+    kernels: list[str] = field(default_factory=list)   # kernel names cited (hotspots marks them)
+
+    def below_floor(self, ev: Evidence) -> bool:
+        pct = 100.0 * self.gpu_ms * 1e6 / ev.gpu_ns if ev.gpu_ns else 0.0
+        return pct < FLOOR_PCT and self.est_gain_ms_per_step < FLOOR_MS_PER_STEP
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "category": self.category, "evidence": self.evidence,
+                "gpu_ms": round(self.gpu_ms, 4), "est_gain_ms_per_step": round(self.est_gain_ms_per_step, 4),
+                "advice": self.advice}
+
+
+@dataclass
+class Evidence:
+    """Facts about the scope (queries/advice_run.sql) and its GPU ops with their launch
+    context (queries/advice_ops.sql)."""
+    ops: pl.DataFrame
+    steps: int            # ProfilerSteps in scope, or ranks when there are none (one "step" per rank)
+    gpu_ns: int
+    backward_host: int
+    backward_gpu: int
+    optimizer_host: int
+    optimizer_gpu: int
+
+    @property
+    def training(self) -> bool:
+        """Backward or optimizer evidence; without both the trace is inference."""
+        return bool(self.backward_host or self.backward_gpu or self.optimizer_host or self.optimizer_gpu)
+
+    def pct(self, ns: float) -> float:
+        return 100.0 * ns / self.gpu_ns if self.gpu_ns else 0.0
+
+    def per_step_ms(self, ns: float) -> float:
+        return ns / 1e6 / max(self.steps, 1)
+
+    def training_words(self) -> str:
+        parts = []
+        if self.backward_host or self.backward_gpu:
+            parts.append(f"backward: {self.backward_host:,} host ops/regions, {self.backward_gpu:,} kernels")
+        if self.optimizer_host or self.optimizer_gpu:
+            parts.append(f"optimizer: {self.optimizer_host:,} host ops/regions, {self.optimizer_gpu:,} kernels")
+        return "; ".join(parts) or "no backward or optimizer (inference)"
+
+
+def evidence_for(scope) -> Evidence:
+    facts = scope.df(queries.load("advice_run")).row(0, named=True)
+    ops = scope.df(queries.load("advice_ops"))
+    steps = int(facts["steps"]) or int(facts["ranks"])
+    return Evidence(ops, steps, int(facts["gpu_ns"]), int(facts["backward_host"]), int(facts["backward_gpu"]),
+                    int(facts["optimizer_host"]), int(facts["optimizer_gpu"]))
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms"
+
+
+def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
+    """The n kernel names with the most time in `df` (columns name, dur_ns) and their text,
+    e.g. "nchwToNhwcKernel ×120 (4.10 ms)"."""
+    agg = (df.group_by("name").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("ns"))
+           .sort(["ns", "name"], descending=[True, False]))
+    names = agg["name"].to_list()
+    shown = [f"{r['name'][:70]} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]
+    more = f" and {agg.height - n} more" if agg.height > n else ""
+    return names, ", ".join(shown) + more

@@ -1,0 +1,30 @@
+"""Allocator churn: the GPU waits while the host allocates and frees device memory.
+
+Fires when: GPU idle time is attributed to memory_management (the host inside cudaMalloc/
+cudaFree/hipMalloc/hipFree/cudaHostAlloc/cudaFreeHost/cuMem* while the GPU idles).
+Ruled out by: no such idle time; below the floor. (Allocator calls that overlap GPU work
+cost nothing and are not counted.)
+Estimated gain: that idle time per step.
+"""
+from __future__ import annotations
+
+from ..base import Evidence, Finding
+from ._stall import calls_text, cause_row, host_calls, idle_text
+
+MEM_CALLS = ("h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|"
+             "cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|"
+             "hipHostMalloc|hipHostFree|hipExtMallocWithFlags)')")
+
+
+def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
+    row = cause_row(stalls, "memory_management")
+    if row is None or not row["idle_ns"]:
+        return None
+    calls = host_calls(scope, MEM_CALLS)
+    return Finding(
+        "allocator_churn", "memory_management",
+        f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}",
+        row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
+        "keep PyTorch's caching allocator on (no PYTORCH_NO_CUDA_MEMORY_CACHING / HIP equivalent), do not call "
+        "torch.cuda.empty_cache() inside the loop, keep tensor shapes stable (or set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) so memory is reused instead of cudaMalloc/cudaFree each step")

@@ -1,0 +1,33 @@
+"""Data loading: the GPU (or the training loop) waits for the next batch.
+
+Fires when: GPU idle time is attributed to data_loading (DataLoader spans, timer IO
+regions, --data-pattern regions) — or, on a trace without GPU ops, the host waits for
+data more than 5 % of step time (TensorBoard profiler rule).
+Ruled out by: no data-loading idle time / data wait <= 5 % of step time; below the floor.
+Estimated gain: the data-loading idle time per step (CPU-only: the data wait per step).
+"""
+from __future__ import annotations
+
+from ...analysis.stalls import DATA_WAIT_ADVICE_PCT
+from ..base import Evidence, Finding
+from ._stall import cause_row, idle_text
+
+
+def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
+    workers = ("the DataLoader runs in the training process (num_workers=0): set num_workers (e.g. 4-8 per GPU)"
+               if stalls.single_process_loader else "raise DataLoader num_workers")
+    advice = (f"{workers}; pin_memory=True with .to(device, non_blocking=True); prefetch_factor and "
+              "persistent_workers=True; cache or GPU-decode samples when per-sample loading is the slow part")
+    row = cause_row(stalls, "data_loading")
+    if row is not None and row["idle_ns"]:
+        return Finding("dataloader", "data_loading", idle_text(row, ev, "loading data"),
+                       row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]), advice)
+    pct = stalls.data_wait_pct()
+    if stalls.causes.height == 0 and pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+        st = stalls.steps
+        ns = int(st["data_wait_ns"].sum())
+        return Finding("dataloader", "data_loading",
+                       f"DataLoader wait {ns / 1e6:,.2f} ms = {pct:.1f} % of step time (> {DATA_WAIT_ADVICE_PCT:g} %) "
+                       f"over {st.height} steps, {ns / 1e6 / max(st.height, 1):.2f} ms/step",
+                       0.0, ns / 1e6 / max(st.height, 1), advice)
+    return None

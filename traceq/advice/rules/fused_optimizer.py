@@ -1,0 +1,36 @@
+"""Fused / foreach optimizer: the optimizer step as a swarm of per-parameter kernels.
+
+Fires when: at least FUSED_MIN_PER_STEP optimizer kernels per step: kernels of category
+optimizer, or kernels launched inside an optimizer-step context (`Optimizer.step#…`
+region or cpu op); only on training traces.
+Ruled out by: inference traces; fewer kernels per step (a foreach or fused optimizer
+launches a handful of multi_tensor_apply kernels); below the floor.
+Estimated gain: the optimizer kernels' GPU time per step (an upper bound: fusion replaces
+them with a few kernels doing the same arithmetic, mostly removing launch and tail cost).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from ..base import Evidence, Finding, ms, top_names
+
+FUSED_MIN_PER_STEP = 100
+
+
+def fused_optimizer(scope, ev: Evidence) -> Finding | None:
+    if not ev.training:
+        return None
+    opt = ev.ops.filter((pl.col("kind") == "kernel") & ((pl.col("category") == "optimizer") | pl.col("in_optimizer")))
+    per_step = opt.height / max(ev.steps, 1)
+    if per_step < FUSED_MIN_PER_STEP:
+        return None
+    ns = opt["dur_ns"].sum()
+    names, shown = top_names(opt)
+    return Finding(
+        "fused_optimizer", "optimizer",
+        f"{opt.height:,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP}), {ms(ns)} "
+        f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
+        ns / 1e6, ev.per_step_ms(ns),
+        "use a fused or foreach optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True; "
+        "apex FusedAdam), so one step is a few multi-tensor kernels instead of several per parameter",
+        names)

@@ -1,0 +1,32 @@
+"""Pinned memory: host<->device copies from pageable memory.
+
+Fires when: memcpy ops whose source or destination is pageable host memory (Kineto
+`Memcpy HtoD (Pageable -> Device)`, nsys copy kinds: gpu_ops src_kind/dst_kind 'Pageable').
+Ruled out by: only pinned/device copies, or copies with unknown memory kinds (never
+guessed); below the floor.
+Estimated gain: the pageable copies' GPU time per step (an upper bound: pinned copies run
+at full bandwidth and asynchronously, so they can overlap compute).
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from ..base import Evidence, Finding, ms, top_names
+
+
+def pinned_memory(scope, ev: Evidence) -> Finding | None:
+    pageable = ev.ops.filter((pl.col("kind") == "memcpy")
+                             & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable")))
+    if pageable.height == 0:
+        return None
+    ns = pageable["dur_ns"].sum()
+    nbytes = pageable["bytes"].fill_null(0).sum()
+    names, shown = top_names(pageable)
+    return Finding(
+        "pinned_memory", "memcpy",
+        f"{pageable.height:,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB), {ms(ns)} "
+        f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
+        ns / 1e6, ev.per_step_ms(ns),
+        "pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
+        "tensor.to(device, non_blocking=True) so the copy is asynchronous",
+        names)

@@ -1,0 +1,93 @@
+"""`traceq diagnose`: one verdict per run and rank — what bounds the run — then the
+evidence-gated findings (traceq/advice) ranked by estimated time to win per step.
+
+The bound is the largest share of the GPU span (Σ per device of first op start → last op
+end) among: `gpu` (busy: not in an idle gap >= --min-gap-us), and the stall causes of the
+idle gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`,
+`sync` (synchronization + blocking_copy), `memory_management`, `launch`
+(launch_overhead) and `host` (host_compute + unattributed: the host was not in any CUDA
+call, so it was computing or idle). A rank without GPU ops is `data` when it waits for
+data more than 5 % of step time, else `host`.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+from ..advice import evidence_for, findings
+from .scope import Scope, open_scope
+from .stalls import DATA_WAIT_ADVICE_PCT, DEFAULT_MIN_GAP_US, stalls_scoped
+
+BOUND_OF_CAUSE = {
+    "data_loading": "data", "communication": "communication", "synchronization": "sync", "blocking_copy": "sync",
+    "memory_management": "memory_management", "launch_overhead": "launch", "host_compute": "host",
+    "unattributed": "host",
+}
+BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communication")
+
+FINDING = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
+                     "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
+SCHEMA = {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
+          "evidence": pl.String, "findings": pl.List(FINDING)}
+
+
+def _launch_words(st) -> str:
+    la = st.launch
+    if la is None or la.height == 0 or not la["launches"].sum():
+        return ""
+    n = int(la["launches"].sum())
+    k = int(la["kernels"].sum())
+    mean_cpu = float((la["mean_launch_ns"].fill_null(0) * la["launches"]).sum() / n)
+    delay = float((la["mean_delay_ns"].fill_null(0) * la["launches"]).sum() / n)
+    short = float((la["short_kernels_pct"] * la["kernels"]).sum() / max(k, 1))
+    return (f"; launches {n:,} (mean CPU {mean_cpu / 1e3:.1f} µs, mean launch delay {delay / 1e3:.1f} µs), "
+            f"{short:.0f} % of {k:,} kernels < 10 µs, {int(la['graph_launches'].sum()):,} graph launches")
+
+
+def verdict(st) -> tuple[str, float, str]:
+    """(bound, share %, evidence) of one scope's stall result."""
+    c = st.causes
+    if c.height == 0:
+        pct = st.data_wait_pct()
+        if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+            return "data", pct, (f"no GPU ops in scope (CPU-only trace); DataLoader wait {pct:.1f} % of step time "
+                                 f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
+        return "host", 100.0 - (pct or 0.0), ("no GPU ops in scope (CPU-only trace): the host does all the work"
+                                              + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+    shares = dict.fromkeys(BOUNDS, 0.0)
+    idle = float(c["idle_pct"].fill_null(0).sum())
+    shares["gpu"] = max(0.0, 100.0 - idle)
+    for r in c.iter_rows(named=True):
+        shares[BOUND_OF_CAUSE[r["cause"]]] += r["idle_pct"] or 0.0
+    bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
+    causes = ", ".join(f"{r['cause']} {r['idle_pct']:.1f} %" for r in c.sort("idle_ns", descending=True).iter_rows(named=True)
+                       if r["idle_ns"])
+    ev = (f"GPU busy {shares['gpu']:.1f} % of the GPU span; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: "
+          f"{idle:.1f} %" + (f" ({causes})" if causes else "") + _launch_words(st))
+    return bound, shares[bound], ev
+
+
+def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
+    """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence and the
+    findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice})."""
+    ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
+    rows = []
+    for r in ranks:
+        one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps)
+        st = stalls_scoped(one, min_gap_us)
+        bound, share, ev = verdict(st)
+        fs = findings(one, st, evidence_for(one))
+        rows.append({"run": scope.run, "rank": r, "bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
+                     "findings": [f.as_dict() for f in fs]})
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def diagnose(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
+             min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
+    """Verdict and ranked findings per rank of a run (see the module docstring); JSON of
+    `traceq diagnose --format json` is {"runs": diagnose(...).to_dicts()}."""
+    return diagnose_scoped(open_scope(store, run, rank, steps), min_gap_us)
+
+
+def headline(row: dict) -> str:
+    return (f"run {row['run']} rank {row['rank']}: {row['bound']}-bound ({row['bound_share_pct']:.1f} %) — "
+            f"{row['evidence']}")

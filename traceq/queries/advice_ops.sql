@@ -1,0 +1,57 @@
+-- advice_ops: the evidence table of the advice rules (traceq/advice): every GPU op of the
+-- scope with the host context that launched it.
+--
+-- Definition: GPU ops of kind kernel, memcpy or memset that start inside the scope's step
+-- window. The launching call is the runtime/driver host op with the same rank, process and
+-- correlation id. A launch is "in zero_grad" when that call lies inside (same rank and
+-- thread, closed bounds) a region or cpu op named like `Optimizer.zero_grad#…` or
+-- `*zero_grad*`, and "in optimizer" when it lies inside one named like
+-- `Optimizer.step#…` / `optimizer*step` / `*optimizer*` (Kineto record_function
+-- annotations, NVTX ranges). Ops without a launching call (nsys/Kineto without host
+-- records) have both flags false.
+--
+-- Parameters: $run (text). Requires scope_window.
+--
+-- Output columns (one row per GPU op):
+--   rank, kind, name, category   the op (category: traceq.categories)
+--   dur_ns                       end_ns − start_ns, ns
+--   src_kind, dst_kind, bytes    memcpy only
+--   in_zero_grad                 launched inside a zero_grad context (bool)
+--   in_optimizer                 launched inside an optimizer-step context (bool)
+WITH ops AS (
+    SELECT g.rank, g.pid, g.correlation, g.kind, g.name, g.category, g.end_ns - g.start_ns AS dur_ns,
+           g.src_kind, g.dst_kind, g.bytes
+    FROM gpu_ops g
+    JOIN scope_window w ON w.rank = g.rank
+    WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
+      AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
+), ctx AS (
+    -- the (few) zero_grad / optimizer spans: regions and cpu ops
+    SELECT r.rank, r.pid, r.tid, r.start_ns, r.end_ns,
+           regexp_matches(r.name, '(?i)zero_grad') AS zg
+    FROM regions r JOIN scope_window w ON w.rank = r.rank
+    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu'
+      AND regexp_matches(r.name, '(?i)zero_grad|optimizer')
+    UNION ALL
+    SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, regexp_matches(h.name, '(?i)zero_grad')
+    FROM host_ops h JOIN scope_window w ON w.rank = h.rank
+    WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
+      AND regexp_matches(h.name, '(?i)zero_grad|^Optimizer\.step|optimizer.*step')
+), launch AS (
+    SELECT h.rank, h.pid, h.tid, h.correlation, h.start_ns, h.end_ns
+    FROM host_ops h
+    WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
+      AND h.rank IN (SELECT rank FROM scope_window)
+      AND EXISTS (SELECT 1 FROM ctx)
+), flagged AS (
+    SELECT l.rank, l.pid, l.correlation, bool_or(c.zg) AS in_zero_grad, bool_or(NOT c.zg) AS in_optimizer
+    FROM launch l
+    JOIN ctx c ON c.rank = l.rank AND c.tid = l.tid AND c.pid IS NOT DISTINCT FROM l.pid
+              AND c.start_ns <= l.start_ns AND l.end_ns <= c.end_ns
+    GROUP BY ALL
+)
+SELECT o.rank, o.kind, o.name, o.category, o.dur_ns, o.src_kind, o.dst_kind, o.bytes,
+       coalesce(f.in_zero_grad, false) AS in_zero_grad,
+       coalesce(f.in_optimizer, false) AS in_optimizer
+FROM ops o
+LEFT JOIN flagged f ON f.rank = o.rank AND f.pid = o.pid AND f.correlation = o.correlation

@@ -1,0 +1,43 @@
+-- advice_run: facts about the scope that every advice rule needs (traceq/advice).
+--
+-- Definition:
+--   steps        ProfilerStep regions of the scope (starting inside the step window);
+--                0 when the trace has none (rules then count the whole trace as one
+--                step per rank)
+--   backward     evidence of a backward pass: host ops or regions named like *backward*
+--                / autograd::engine*, or GPU kernels named like *backward* / *_bw_* /
+--                *dgrad* / *wgrad* (cuDNN gradient kernels)
+--   optimizer    evidence of an optimizer: regions or cpu ops named like Optimizer.step#… /
+--                *zero_grad*, or GPU kernels of category optimizer
+-- A scope with neither backward nor optimizer evidence is an inference trace: no training
+-- advice is given for it.
+--
+-- Parameters: $run (text). Requires scope_window.
+--
+-- Output columns (one row):
+--   ranks, steps                 ranks in scope; ProfilerSteps in scope
+--   gpu_ns                       summed duration of kernels, copies and memsets, ns
+--   backward_host, backward_gpu  host ops/regions and GPU kernels showing a backward pass
+--   optimizer_host, optimizer_gpu  host ops/regions and GPU kernels showing an optimizer
+WITH g AS (
+    SELECT g.name, g.kind, g.category, g.end_ns - g.start_ns AS dur_ns
+    FROM gpu_ops g JOIN scope_window w ON w.rank = g.rank
+    WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
+      AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
+), names AS (
+    SELECT r.name, r.source AS what, r.start_ns FROM regions r JOIN scope_window w ON w.rank = r.rank
+    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu'
+      AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))
+    UNION ALL
+    SELECT h.name, 'host', h.start_ns FROM host_ops h JOIN scope_window w ON w.rank = h.rank
+    WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
+      AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
+)
+SELECT (SELECT count(*) FROM scope_window) AS ranks,
+       (SELECT count(*) FROM names WHERE what = 'step') AS steps,
+       (SELECT coalesce(sum(dur_ns), 0) FROM g)::BIGINT AS gpu_ns,
+       (SELECT count(*) FROM names WHERE regexp_matches(name, '(?i)backward|^autograd::engine')) AS backward_host,
+       (SELECT count(*) FROM g WHERE kind = 'kernel'
+               AND regexp_matches(name, '(?i)backward|_bw_|dgrad|wgrad')) AS backward_gpu,
+       (SELECT count(*) FROM names WHERE regexp_matches(name, '(?i)^optimizer\.|zero_grad')) AS optimizer_host,
+       (SELECT count(*) FROM g WHERE category = 'optimizer') AS optimizer_gpu

@@ -1,0 +1,55 @@
+-- launch_stats: how the host feeds the GPU, per rank (HTA get_cuda_kernel_launch_stats and
+-- queue-length definitions, REFERENCE A1.7).
+--
+-- Definition: a launch is a host runtime/driver call linked by correlation id (same rank
+-- and process) to a GPU kernel of the scope (kernels that start inside the step window).
+-- CPU launch time = the call's duration; launch delay = max(0, kernel start − call end)
+-- (HTA's launch_delay; large values mean a deep queue: the host runs ahead of the GPU,
+-- small ones with GPU idle gaps mean the GPU waits on launches). A CUDA-graph launch is a
+-- host call named cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch (one call, many kernels).
+--
+-- Parameters: $run (text). Requires scope_window.
+--
+-- Output columns (one row per rank with kernels):
+--   rank                 rank
+--   kernels              GPU kernels in scope
+--   launches             host calls that launched one of them
+--   graph_launches       CUDA/HIP graph launch calls in scope
+--   mean_launch_ns       mean CPU time of a launch call, ns
+--   mean_delay_ns        mean launch delay (kernel start − launch call end, ≥ 0), ns
+--   median_delay_ns      median launch delay, ns
+--   short_kernels_pct    100 · kernels shorter than 10 µs / kernels, %
+--   mean_kernel_ns       mean kernel duration, ns
+WITH k AS (
+    SELECT g.rank, g.pid, g.correlation, g.start_ns, g.end_ns - g.start_ns AS dur_ns
+    FROM gpu_ops g
+    JOIN scope_window w ON w.rank = g.rank
+    WHERE g.run = $run AND g.kind = 'kernel'
+      AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
+), l AS (
+    SELECT k.rank, h.end_ns - h.start_ns AS cpu_ns, greatest(k.start_ns - h.end_ns, 0) AS delay_ns
+    FROM k
+    JOIN host_ops h ON h.run = $run AND h.rank = k.rank AND h.pid = k.pid AND h.correlation = k.correlation
+    WHERE h.kind IN ('runtime', 'driver') AND k.correlation IS NOT NULL
+), graphs AS (
+    SELECT h.rank, count(*) AS n
+    FROM host_ops h
+    JOIN scope_window w ON w.rank = h.rank
+    WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cuda|cu|hip)GraphLaunch')
+      AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
+    GROUP BY h.rank
+), ks AS (
+    SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE dur_ns < 10000) AS short, avg(dur_ns) AS mean_kernel_ns
+    FROM k GROUP BY rank
+), ls AS (
+    SELECT rank, count(*) AS launches, avg(cpu_ns) AS mean_launch_ns, avg(delay_ns) AS mean_delay_ns,
+           median(delay_ns) AS median_delay_ns
+    FROM l GROUP BY rank
+)
+SELECT ks.rank, ks.kernels, coalesce(ls.launches, 0) AS launches, coalesce(g.n, 0) AS graph_launches,
+       ls.mean_launch_ns, ls.mean_delay_ns, ls.median_delay_ns,
+       100.0 * ks.short / ks.kernels AS short_kernels_pct, ks.mean_kernel_ns
+FROM ks
+LEFT JOIN ls ON ls.rank = ks.rank
+LEFT JOIN graphs g ON g.rank = ks.rank
+ORDER BY ks.rank
