@@ -39,7 +39,7 @@ class Evidence:
     """Facts about the scope (queries/advice_run.sql) and its GPU ops with their launch
     context (queries/advice_ops.sql)."""
     ops: pl.DataFrame
-    steps: int            # ProfilerSteps in scope, or ranks when there are none (one "step" per rank)
+    steps: int            # steps in scope (ProfilerSteps, else DataLoader iterations, else one per rank)
     gpu_ns: int
     backward_host: int
     backward_gpu: int
@@ -78,12 +78,28 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f} ms"
 
 
+def short_name(name: str, width: int = 100) -> str:
+    """A kernel name as evidence shows it: without the return type and the parameter list
+    (the template arguments, which tell kernels apart, stay), shortened in the middle."""
+    from ..render import shorten
+
+    text = name[5:] if name.startswith("void ") else name
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                text = text[:i].rstrip() or text
+                break
+    return shorten(text, width)
+
+
 def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
     """The n kernel names with the most time in `df` (columns name, dur_ns) and their text,
     e.g. "nchwToNhwcKernel ×120 (4.10 ms)"."""
     agg = (df.group_by("name").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("ns"))
            .sort(["ns", "name"], descending=[True, False]))
     names = agg["name"].to_list()
-    shown = [f"{r['name'][:70]} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]
+    shown = [f"{short_name(r['name'])} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]
     more = f" and {agg.height - n} more" if agg.height > n else ""
     return names, ", ".join(shown) + more

@@ -2,8 +2,9 @@
 --
 -- Definition:
 --   steps        ProfilerStep regions of the scope (starting inside the step window);
---                0 when the trace has none (rules then count the whole trace as one
---                step per rank)
+--                without any: DataLoader iterations (per rank, the calls on its thread
+--                with the most DataLoader calls, as stalls_steps.sql); 0 when neither
+--                (rules then count the whole trace as one step per rank)
 --   backward     evidence of a backward pass: host ops or regions named like *backward*
 --                / autograd::engine*, or GPU kernels named like *backward* / *_bw_* /
 --                *dgrad* / *wgrad* (cuDNN gradient kernels)
@@ -15,7 +16,7 @@
 -- Parameters: $run (text). Requires scope_window.
 --
 -- Output columns (one row):
---   ranks, steps                 ranks in scope; ProfilerSteps in scope
+--   ranks, steps                 ranks in scope; steps in scope (as defined above)
 --   gpu_ns                       summed duration of kernels, copies and memsets, ns
 --   backward_host, backward_gpu  host ops/regions and GPU kernels showing a backward pass
 --   optimizer_host, optimizer_gpu  host ops/regions and GPU kernels showing an optimizer
@@ -32,9 +33,15 @@ WITH g AS (
     SELECT h.name, 'host', h.start_ns FROM host_ops h JOIN scope_window w ON w.rank = h.rank
     WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
       AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
+), dl AS (
+    SELECT rank, max(n) AS n FROM (
+        SELECT r.rank, r.pid, r.tid, count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank
+        WHERE r.run = $run AND r.source = 'dataloader' GROUP BY ALL)
+    GROUP BY rank
 )
 SELECT (SELECT count(*) FROM scope_window) AS ranks,
-       (SELECT count(*) FROM names WHERE what = 'step') AS steps,
+       coalesce(nullif((SELECT count(*) FROM names WHERE what = 'step'), 0),
+                (SELECT sum(n) FROM dl), 0)::BIGINT AS steps,
        (SELECT coalesce(sum(dur_ns), 0) FROM g)::BIGINT AS gpu_ns,
        (SELECT count(*) FROM names WHERE regexp_matches(name, '(?i)backward|^autograd::engine')) AS backward_host,
        (SELECT count(*) FROM g WHERE kind = 'kernel'

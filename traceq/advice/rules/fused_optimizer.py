@@ -20,7 +20,8 @@ FUSED_MIN_PER_STEP = 100
 def fused_optimizer(scope, ev: Evidence) -> Finding | None:
     if not ev.training:
         return None
-    opt = ev.ops.filter((pl.col("kind") == "kernel") & ((pl.col("category") == "optimizer") | pl.col("in_optimizer")))
+    opt = ev.ops.filter((pl.col("kind") == "kernel") & ~pl.col("in_zero_grad")
+                        & ((pl.col("category") == "optimizer") | pl.col("in_optimizer")))
     per_step = opt.height / max(ev.steps, 1)
     if per_step < FUSED_MIN_PER_STEP:
         return None

@@ -1,0 +1,188 @@
+"""`traceq diagnose` on every shared trace (kineto and nsys) and the samples, and the advice
+rules (traceq/advice) on real traces: for each rule one trace where it fires and one where
+it must not. Every file is ingested once per module (one run per file)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import SAMPLES, SHARED_TRACES
+from kineto_synth import Trace
+from typer.testing import CliRunner
+
+from traceq.advice import evidence_for, findings
+from traceq.analysis.diagnose import BOUNDS, diagnose
+from traceq.analysis.scope import open_scope
+from traceq.ingest import ingest
+
+
+def _files():
+    out = []
+    if SHARED_TRACES.is_dir():
+        out += sorted(p for p in SHARED_TRACES.rglob("*")
+                      if p.is_file() and (p.name.endswith((".json.gz", ".sqlite")) or
+                                          (p.suffix == ".json" and p.name != "kernel_labels.json")))
+    out += [SAMPLES / "nsys_sample.sqlite", SAMPLES / "slow_dataloader", SAMPLES / "fast_dataloader"]
+    return out
+
+
+def _run_name(p) -> str:
+    rel = p.relative_to(SHARED_TRACES) if SHARED_TRACES in p.parents else p.relative_to(SAMPLES.parent)
+    return re.sub(r"[^A-Za-z0-9]+", "_", str(rel)).strip("_")
+
+
+FILES = _files()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("diag") / "store"
+    for p in FILES:
+        ingest([p], store=path, run=_run_name(p), jobs=1)
+    return path
+
+
+def _run(rel: str) -> str:
+    p = SHARED_TRACES / rel
+    if not p.exists():
+        pytest.skip(f"../shared/traces/{rel} not available")
+    return _run_name(p)
+
+
+def _ids(store, rel):
+    return {f["id"]: f for f in diagnose(store, run=_run(rel)).row(0, named=True)["findings"]}
+
+
+# ---------------------------------------------------------------- every trace
+@pytest.mark.parametrize("path", FILES, ids=[_run_name(p) for p in FILES])
+def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
+    res = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
+                             ["diagnose", "--store", str(store), "--run", _run_name(path), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert list(doc) == ["runs"] and doc["runs"]
+    for r in doc["runs"]:
+        assert list(r) == ["run", "rank", "bound", "bound_share_pct", "evidence", "findings"]
+        assert r["bound"] in BOUNDS and 0 <= r["bound_share_pct"] <= 100 and r["evidence"]
+        gains = [f["est_gain_ms_per_step"] for f in r["findings"]]
+        assert gains == sorted(gains, reverse=True)
+        for f in r["findings"]:
+            assert list(f) == ["id", "category", "evidence", "gpu_ms", "est_gain_ms_per_step", "advice"]
+            assert f["evidence"] and f["advice"]
+            assert re.search(r"\d", f["evidence"])          # the evidence cites numbers
+    table = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
+                               ["diagnose", "--store", str(store), "--run", _run_name(path)])
+    assert table.exit_code == 0 and "-bound (" in table.output
+
+
+# ---------------------------------------------------------------- channels_last
+@pytest.mark.shared
+def test_channels_last_fires_on_a_cnn_with_nchw_to_nhwc_conversions(store):
+    f = _ids(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38_1102.pt.trace.json.gz")["channels_last"]
+    assert "35 NCHW<->NHWC conversion kernels" in f["evidence"] and "nchwToNhwcKernel" in f["evidence"]
+    assert "1,125 NCHW convolution kernels" in f["evidence"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("rel", ["kineto/hta/trace_diff/test/test.json.gz",          # DLRM: fbgemm permutes
+                                 "kineto/hta/trace_diff/control/control.json.gz",
+                                 "nsys/llama3-inference/demo.sqlite"])               # LLM: no convolutions
+def test_channels_last_never_without_convolutions(store, rel):
+    assert "channels_last" not in _ids(store, rel)
+
+
+def test_channels_last_not_when_convolutions_already_nhwc(tmp_path):
+    """Synthetic (no shared trace has NHWC convolutions): MIOpen-style *_nhwc_* convolution
+    kernels beside a layout conversion; and the same trace with NCHW convs fires."""
+    def trace(conv):
+        t = Trace()
+        t.step(1, 0, 10_000)
+        for i in range(10):
+            t.launch(conv, i * 1000, 10, i * 1000 + 20, 500)
+            t.launch("void cudnn::ops::nchwToNhwcKernel<float>", i * 1000 + 30, 10, i * 1000 + 600, 100)
+        return t
+    for conv, fires in (("naive_conv_fwd_nhwc_float_double_float", False), ("naive_conv_fwd_nchw_float", True)):
+        ingest([trace(conv).write(tmp_path / conv / "t.json.gz")], store=tmp_path / conv / "s", jobs=1)
+        fs = {f.id for f in findings(open_scope(tmp_path / conv / "s"))}
+        assert ("channels_last" in fs) is fires
+
+
+def test_nothing_below_the_floor(tmp_path):
+    """Synthetic: conversions of 0.5 % of GPU time and 0.005 ms/step are not advised; 5 % are."""
+    for conv_us, fires in ((5, False), (50, True)):
+        t = Trace()
+        t.step(1, 0, 2000)
+        t.launch("implicit_convolve_sgemm", 0, 10, 20, 1000)
+        t.launch("void cudnn::ops::nchwToNhwcKernel<float>", 30, 10, 1100, conv_us)
+        d = tmp_path / str(conv_us)
+        ingest([t.write(d / "t.json.gz")], store=d / "s", jobs=1)
+        assert ("channels_last" in {f.id for f in findings(open_scope(d / "s"))}) is fires
+
+
+# ---------------------------------------------------------------- zero_grad / fused optimizer / inference
+@pytest.mark.shared
+def test_zero_grad_fires_where_fills_come_from_zero_grad(store):
+    f = _ids(store, "kineto/hta/df_index_resolver/df_index_resolver.json.gz")["zero_grad_set_to_none"]
+    assert "2,020 memset/fill kernels launched inside zero_grad" in f["evidence"] and "FillFunctor" in f["evidence"]
+
+
+@pytest.mark.shared
+def test_zero_grad_not_where_zero_grad_launches_nothing(store):
+    run = _run("kineto/hta/trace_diff/control/control.json.gz")
+    ev = evidence_for(open_scope(store, run))
+    assert ev.optimizer_host > 0 and ev.ops["in_zero_grad"].sum() == 0    # zero_grad regions, no GPU work
+    assert "zero_grad_set_to_none" not in _ids(store, "kineto/hta/trace_diff/control/control.json.gz")
+
+
+@pytest.mark.shared
+def test_fused_optimizer_fires_with_hundreds_of_optimizer_kernels_per_step(store):
+    f = _ids(store, "kineto/hta/df_index_resolver/df_index_resolver.json.gz")["fused_optimizer"]
+    assert "2,020 optimizer kernels (404 per step >= 100)" in f["evidence"]
+
+
+@pytest.mark.shared
+def test_fused_optimizer_not_with_a_foreach_optimizer(store):
+    # ResNet with multi_tensor_apply (foreach) kernels: 148 kernels over 30 DataLoader iterations
+    run = _run("kineto/param/resnet_kineto.json.gz")
+    ev = evidence_for(open_scope(store, run))
+    assert ev.steps == 30 and ev.optimizer_gpu == 148
+    assert "fused_optimizer" not in _ids(store, "kineto/param/resnet_kineto.json.gz")
+
+
+@pytest.mark.shared
+def test_no_training_advice_on_inference(store):
+    run = _run("nsys/llama3-inference/demo.sqlite")
+    ev = evidence_for(open_scope(store, run))
+    assert not ev.training and ev.training_words() == "no backward or optimizer (inference)"
+    ids = _ids(store, "nsys/llama3-inference/demo.sqlite")
+    assert not {"zero_grad_set_to_none", "fused_optimizer"} & set(ids)
+    assert evidence_for(open_scope(store, _run("kineto/hta/df_index_resolver/df_index_resolver.json.gz"))).training
+
+
+# ---------------------------------------------------------------- pinned memory
+@pytest.mark.shared
+def test_pinned_memory_fires_on_pageable_copies(store):
+    f = _ids(store, "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite")["pinned_memory"]
+    assert "15 copies from/to pageable host memory" in f["evidence"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("rel", ["kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",   # Host -> Device
+                                 "nsys/nvFuser/report1_matmul_h100.sqlite"])                            # Device -> Pinned
+def test_pinned_memory_not_for_pinned_or_unknown_copies(store, rel):
+    assert "pinned_memory" not in _ids(store, rel)
+
+
+# ---------------------------------------------------------------- stall rules on real traces
+@pytest.mark.shared
+def test_stall_rules_on_real_traces(store):
+    resnet = _ids(store, "kineto/param/resnet_kineto.json.gz")
+    assert "cudaFree ×8" in resnet["allocator_churn"]["evidence"]          # 1.2 s of cudaFree with the GPU idle
+    assert list(resnet)[0] == "dataloader"
+    assert diagnose(store, run=_run("kineto/param/resnet_kineto.json.gz"))["bound"][0] == "data"
+    cloverleaf = _ids(store, "nsys/pipit/perlmutter-cloverleaf-cuda.sqlite")
+    assert "cudaDeviceSynchronize ×1,312" in cloverleaf["remove_syncs"]["evidence"]
+    # an LLM-style host-bound trace is no longer "other": the host computes between launches
+    nccl = diagnose(store, run=_run("kineto/hta/nccl_parser_config/nccl_data.json.gz")).row(0, named=True)
+    assert nccl["bound"] == "host" and nccl["findings"][0]["id"] == "host_bound"
