@@ -95,9 +95,9 @@ def short_name(name: str, width: int = 100) -> str:
 
 
 def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
-    """The n kernel names with the most time in `df` (columns name, dur_ns) and their text,
+    """The n kernel names with the most time in `df` (advice_ops rows: name, n, dur_ns) and their text,
     e.g. "nchwToNhwcKernel ×120 (4.10 ms)"."""
-    agg = (df.group_by("name").agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("ns"))
+    agg = (df.group_by("name").agg(pl.col("n").sum(), pl.col("dur_ns").sum().alias("ns"))
            .sort(["ns", "name"], descending=[True, False]))
     names = agg["name"].to_list()
     shown = [f"{short_name(r['name'])} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]

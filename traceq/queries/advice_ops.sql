@@ -12,12 +12,15 @@
 --
 -- Parameters: $run (text). Requires scope_window.
 --
--- Output columns (one row per GPU op):
---   rank, kind, name, category   the op (category: traceq.categories)
---   dur_ns                       end_ns − start_ns, ns
---   src_kind, dst_kind, bytes    memcpy only
+-- Output columns (one row per distinct (kind, name, category, src_kind, dst_kind,
+-- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):
+--   kind, name, category         the ops (category: traceq.categories)
+--   src_kind, dst_kind           memcpy only
 --   in_zero_grad                 launched inside a zero_grad context (bool)
 --   in_optimizer                 launched inside an optimizer-step context (bool)
+--   n                            number of ops
+--   dur_ns                       Σ (end_ns − start_ns), ns
+--   bytes                        Σ bytes (memcpy), bytes
 WITH ops AS (
     SELECT g.rank, g.pid, g.correlation, g.kind, g.name, g.category, g.end_ns - g.start_ns AS dur_ns,
            g.src_kind, g.dst_kind, g.bytes
@@ -36,7 +39,8 @@ WITH ops AS (
     SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, regexp_matches(h.name, '(?i)zero_grad')
     FROM host_ops h JOIN scope_window w ON w.rank = h.rank
     WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
-      AND regexp_matches(h.name, '(?i)zero_grad|^Optimizer\.step|optimizer.*step')
+      AND h.name IN (SELECT name FROM (SELECT DISTINCT name FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'python'))
+                     WHERE regexp_matches(name, '(?i)zero_grad|^Optimizer\.step|optimizer.*step'))
 ), launch AS (
     SELECT h.rank, h.pid, h.tid, h.correlation, h.start_ns, h.end_ns
     FROM host_ops h
@@ -50,8 +54,10 @@ WITH ops AS (
               AND c.start_ns <= l.start_ns AND l.end_ns <= c.end_ns
     GROUP BY ALL
 )
-SELECT o.rank, o.kind, o.name, o.category, o.dur_ns, o.src_kind, o.dst_kind, o.bytes,
+SELECT o.kind, o.name, o.category, o.src_kind, o.dst_kind,
        coalesce(f.in_zero_grad, false) AS in_zero_grad,
-       coalesce(f.in_optimizer, false) AS in_optimizer
+       coalesce(f.in_optimizer, false) AS in_optimizer,
+       count(*) AS n, sum(o.dur_ns)::BIGINT AS dur_ns, coalesce(sum(o.bytes), 0)::BIGINT AS bytes
 FROM ops o
 LEFT JOIN flagged f ON f.rank = o.rank AND f.pid = o.pid AND f.correlation = o.correlation
+GROUP BY ALL

@@ -21,18 +21,27 @@
 --   backward_host, backward_gpu  host ops/regions and GPU kernels showing a backward pass
 --   optimizer_host, optimizer_gpu  host ops/regions and GPU kernels showing an optimizer
 WITH g AS (
-    SELECT g.name, g.kind, g.category, g.end_ns - g.start_ns AS dur_ns
+    SELECT g.name, g.kind, g.category, count(*) AS n
+    FROM gpu_ops g JOIN scope_window w ON w.rank = g.rank
+    WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
+      AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
+    GROUP BY ALL
+), gpu_time AS (
+    SELECT coalesce(sum(g.end_ns - g.start_ns), 0)::BIGINT AS ns
     FROM gpu_ops g JOIN scope_window w ON w.rank = g.rank
     WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
       AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
 ), names AS (
-    SELECT r.name, r.source AS what, r.start_ns FROM regions r JOIN scope_window w ON w.rank = r.rank
+    -- per distinct name (the regular expressions below run once per name, not per event)
+    SELECT r.name, r.source AS what, count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank
     WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu'
       AND (w.lo_ns IS NULL OR (r.start_ns >= w.lo_ns AND r.start_ns < w.hi_ns))
+    GROUP BY ALL
     UNION ALL
-    SELECT h.name, 'host', h.start_ns FROM host_ops h JOIN scope_window w ON w.rank = h.rank
+    SELECT h.name, 'host', count(*) FROM host_ops h JOIN scope_window w ON w.rank = h.rank
     WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
       AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
+    GROUP BY ALL
 ), dl AS (
     SELECT rank, max(n) AS n FROM (
         SELECT r.rank, r.pid, r.tid, count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank
@@ -40,11 +49,11 @@ WITH g AS (
     GROUP BY rank
 )
 SELECT (SELECT count(*) FROM scope_window) AS ranks,
-       coalesce(nullif((SELECT count(*) FROM names WHERE what = 'step'), 0),
+       coalesce(nullif((SELECT sum(n) FROM names WHERE what = 'step'), 0),
                 (SELECT sum(n) FROM dl), 0)::BIGINT AS steps,
-       (SELECT coalesce(sum(dur_ns), 0) FROM g)::BIGINT AS gpu_ns,
-       (SELECT count(*) FROM names WHERE regexp_matches(name, '(?i)backward|^autograd::engine')) AS backward_host,
-       (SELECT count(*) FROM g WHERE kind = 'kernel'
+       (SELECT ns FROM gpu_time) AS gpu_ns,
+       (SELECT coalesce(sum(n), 0) FROM names WHERE regexp_matches(name, '(?i)backward|^autograd::engine')) AS backward_host,
+       (SELECT coalesce(sum(n), 0) FROM g WHERE kind = 'kernel'
                AND regexp_matches(name, '(?i)backward|_bw_|dgrad|wgrad')) AS backward_gpu,
-       (SELECT count(*) FROM names WHERE regexp_matches(name, '(?i)^optimizer\.|zero_grad')) AS optimizer_host,
-       (SELECT count(*) FROM g WHERE category = 'optimizer') AS optimizer_gpu
+       (SELECT coalesce(sum(n), 0) FROM names WHERE regexp_matches(name, '(?i)^optimizer\.|zero_grad')) AS optimizer_host,
+       (SELECT coalesce(sum(n), 0) FROM g WHERE category = 'optimizer') AS optimizer_gpu

@@ -22,7 +22,7 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
     ops = ev.ops.filter(pl.col("kind") == "kernel")
     conv = ops.filter(pl.col("category") == "conv")
     conversions = ops.filter(pl.col("name").str.contains(CONVERSION))
-    if conv.height == 0 or conversions.height == 0:
+    if conv["n"].sum() == 0 or conversions["n"].sum() == 0:
         return None
     conv_ns = conv["dur_ns"].sum()
     nhwc_ns = conv.filter(pl.col("name").str.contains(NHWC_CONV))["dur_ns"].sum()
@@ -32,8 +32,8 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
     names, shown = top_names(conversions)
     return Finding(
         "channels_last", "transpose",
-        f"{conversions.height:,} NCHW<->NHWC conversion kernels, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
-        f"{ev.per_step_ms(ns):.2f} ms/step): {shown}; beside {conv.height:,} NCHW convolution kernels ({ms(conv_ns)})",
+        f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
+        f"{ev.per_step_ms(ns):.2f} ms/step): {shown}; beside {conv['n'].sum():,} NCHW convolution kernels ({ms(conv_ns)})",
         ns / 1e6, ev.per_step_ms(ns),
         "train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
         "x.to(memory_format=torch.channels_last), with AMP, so cuDNN runs NHWC convolutions without conversions",

@@ -22,14 +22,14 @@ def fused_optimizer(scope, ev: Evidence) -> Finding | None:
         return None
     opt = ev.ops.filter((pl.col("kind") == "kernel") & ~pl.col("in_zero_grad")
                         & ((pl.col("category") == "optimizer") | pl.col("in_optimizer")))
-    per_step = opt.height / max(ev.steps, 1)
+    per_step = opt["n"].sum() / max(ev.steps, 1)
     if per_step < FUSED_MIN_PER_STEP:
         return None
     ns = opt["dur_ns"].sum()
     names, shown = top_names(opt)
     return Finding(
         "fused_optimizer", "optimizer",
-        f"{opt.height:,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP}), {ms(ns)} "
+        f"{opt['n'].sum():,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP}), {ms(ns)} "
         f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
         ns / 1e6, ev.per_step_ms(ns),
         "use a fused or foreach optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True; "

@@ -17,14 +17,14 @@ from ..base import Evidence, Finding, ms, top_names
 def pinned_memory(scope, ev: Evidence) -> Finding | None:
     pageable = ev.ops.filter((pl.col("kind") == "memcpy")
                              & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable")))
-    if pageable.height == 0:
+    if pageable["n"].sum() == 0:
         return None
     ns = pageable["dur_ns"].sum()
-    nbytes = pageable["bytes"].fill_null(0).sum()
+    nbytes = pageable["bytes"].sum()
     names, shown = top_names(pageable)
     return Finding(
         "pinned_memory", "memcpy",
-        f"{pageable.height:,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB), {ms(ns)} "
+        f"{pageable['n'].sum():,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB), {ms(ns)} "
         f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
         ns / 1e6, ev.per_step_ms(ns),
         "pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "

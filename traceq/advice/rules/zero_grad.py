@@ -22,13 +22,13 @@ def zero_grad(scope, ev: Evidence) -> Finding | None:
         return None
     fills = ev.ops.filter(pl.col("in_zero_grad") & ((pl.col("kind") == "memset") | (pl.col("category") == "memset")
                                                     | pl.col("name").str.contains(FILL)))
-    if fills.height == 0:
+    if fills["n"].sum() == 0:
         return None
     ns = fills["dur_ns"].sum()
     names, shown = top_names(fills)
     return Finding(
         "zero_grad_set_to_none", "memset",
-        f"{fills.height:,} memset/fill kernels launched inside zero_grad, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
+        f"{fills['n'].sum():,} memset/fill kernels launched inside zero_grad, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
         f"{ev.per_step_ms(ns):.2f} ms/step): {shown}",
         ns / 1e6, ev.per_step_ms(ns),
         "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0): gradients are freed instead of "
