@@ -100,6 +100,8 @@ def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
     agg = (df.group_by("name").agg(pl.col("n").sum(), pl.col("dur_ns").sum().alias("ns"))
            .sort(["ns", "name"], descending=[True, False]))
     names = agg["name"].to_list()
+    # the name without return type and parameters (the identity alone would merge e.g. the
+    # FillFunctor and AddFunctor instances of at::native::vectorized_elementwise_kernel)
     shown = [f"{short_name(r['name'])} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]
     more = f" and {agg.height - n} more" if agg.height > n else ""
     return names, ", ".join(shown) + more
