@@ -28,6 +28,7 @@ _API = {
     "breakdown": ("traceq.analyses", "breakdown"),
     "stalls": ("traceq.analyses", "stalls"),
     "diff": ("traceq.analyses", "diff"),
+    "diagnose": ("traceq.analysis.diagnose", "diagnose"),
     "timer_breakdown": ("traceq.analyses", "timer_breakdown"),
 }
 

@@ -40,7 +40,7 @@ def diagnose(
         fail(f"--format {fmt!r}: choose table, json or csv")
     df = diagnose_scoped(open_scope(store, run, rank, steps), min_gap_us)
     if fmt == "json":
-        sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1) + "\n")
+        sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1, ensure_ascii=False) + "\n")
         return
     if fmt == "csv":   # one row per finding, the rank's verdict repeated
         flat = (df.rename({"evidence": "bound_evidence"}).explode("findings")

@@ -89,7 +89,8 @@ def short_name(name: str, width: int = 100) -> str:
         for i in range(len(text) - 1, -1, -1):
             depth += {")": 1, "(": -1}.get(text[i], 0)
             if depth == 0:
-                text = text[:i].rstrip() or text
+                if "->" not in text[i:]:       # Kineto copies: "Memcpy HtoD (Pageable -> Device)" stays
+                    text = text[:i].rstrip() or text
                 break
     return shorten(text, width)
 
