@@ -226,8 +226,9 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
     if st_mod:
         sec = Section("stalls", "Data-loading stalls and GPU starvation",
                       intro="Per step: the time the host spent waiting for data (DataLoader) and the rest of the step; "
-                            "GPU idle gaps ≥ 50 µs attributed to what the host was doing (data loading, "
-                            "synchronisation, launching, other).")
+                            "GPU idle gaps ≥ 50 µs attributed to what the host was doing (data_loading, communication, "
+                            "synchronization, blocking_copy, memory_management, launch_overhead, host_compute, "
+                            "unattributed).")
         with _Guard(sec, warnings, f"run {run}: stalls"):
             st = st_mod.stalls_scoped(scope)
             res["stalls"] = st
