@@ -271,7 +271,7 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     runner = CliRunner()
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store)])
     assert res.exit_code == 0, res.output
-    first = res.output.splitlines()[0]
+    first = [ln for ln in res.output.splitlines() if not ln.startswith("Fix first:")][0]   # below "Fix first"
     assert re.search(r"GPU idle 18\.5 % of 270\.0 µs; compute 55\.6 %, non-compute 25\.9 %", first), first
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store), "--window", "hta", "-f", "json"])
     doc = json.loads(res.stdout)
@@ -284,7 +284,7 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     df = pl.read_csv(res.stdout.encode())
     assert df["step"].to_list() == [1, 2]
     res = runner.invoke(app, ["overlap", "--store", str(synthetic_store)])
-    assert "61.5 % overlapped with compute" in res.output.splitlines()[0]
+    assert "61.5 % overlapped with compute" in [ln for ln in res.output.splitlines() if not ln.startswith("Fix first:")][0]
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store), "--window", "bogus"])
     assert res.exit_code == 2 and "--window" in res.output
 
