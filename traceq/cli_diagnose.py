@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import FormatOpt, RankOpt, RunOpt, StepsOpt, StoreOpt, app, fail
+from .cli import FormatOpt, RankOpt, RunOpt, SkipFirstOpt, StepPatternOpt, StepsOpt, StoreOpt, app, fail
 
 
 @app.command()
@@ -17,6 +17,8 @@ def diagnose(
     run: RunOpt = None,
     rank: RankOpt = None,
     steps: StepsOpt = None,
+    step_pattern: StepPatternOpt = None,
+    skip_first: SkipFirstOpt = 0,
     min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="Smallest GPU idle gap to count, µs.")] = 50.0,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -38,7 +40,7 @@ def diagnose(
 
     if fmt not in ("table", "json", "csv"):
         fail(f"--format {fmt!r}: choose table, json or csv")
-    df = diagnose_scoped(open_scope(store, run, rank, steps), min_gap_us)
+    df = diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us)
     if fmt == "json":
         sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1, ensure_ascii=False) + "\n")
         return

@@ -39,7 +39,7 @@ class Evidence:
     """Facts about the scope (queries/advice_run.sql) and its GPU ops with their launch
     context (queries/advice_ops.sql)."""
     ops: pl.DataFrame
-    steps: int            # steps in scope (ProfilerSteps, else DataLoader iterations, else one per rank)
+    steps: int            # the scope's steps (Scope.ensure_steps), else one per rank
     gpu_ns: int
     backward_host: int
     backward_gpu: int
@@ -67,6 +67,7 @@ class Evidence:
 
 
 def evidence_for(scope) -> Evidence:
+    scope.ensure_steps()
     facts = scope.df(queries.load("advice_run")).row(0, named=True)
     ops = scope.df(queries.load("advice_ops"))
     steps = int(facts["steps"]) or int(facts["ranks"])
@@ -101,8 +102,8 @@ def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
     agg = (df.group_by("name").agg(pl.col("n").sum(), pl.col("dur_ns").sum().alias("ns"))
            .sort(["ns", "name"], descending=[True, False]))
     names = agg["name"].to_list()
-    # the name without return type and parameters (the identity alone would merge e.g. the
-    # FillFunctor and AddFunctor instances of at::native::vectorized_elementwise_kernel)
+    # the name without return type and parameters: template arguments stay, so the
+    # FillFunctor and AddFunctor instances of vectorized_elementwise_kernel read apart
     shown = [f"{short_name(r['name'])} ×{r['n']:,} ({ms(r['ns'])})" for r in agg.head(n).iter_rows(named=True)]
     more = f" and {agg.height - n} more" if agg.height > n else ""
     return names, ", ".join(shown) + more

@@ -72,7 +72,8 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
     rows = []
     for r in ranks:
-        one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps)
+        one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
+                                                       scope.step_pattern, scope.skip_first)
         st = stalls_scoped(one, min_gap_us)
         bound, share, ev = verdict(st)
         fs = findings(one, st, evidence_for(one))
@@ -82,10 +83,11 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
 
 
 def diagnose(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-             min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
+             min_gap_us: float = DEFAULT_MIN_GAP_US, *, step_pattern: str | None = None,
+             skip_first: int = 0) -> pl.DataFrame:
     """Verdict and ranked findings per rank of a run (see the module docstring); JSON of
     `traceq diagnose --format json` is {"runs": diagnose(...).to_dicts()}."""
-    return diagnose_scoped(open_scope(store, run, rank, steps), min_gap_us)
+    return diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us)
 
 
 def headline(row: dict) -> str:

@@ -1,10 +1,9 @@
 -- advice_run: facts about the scope that every advice rule needs (traceq/advice).
 --
 -- Definition:
---   steps        ProfilerStep regions of the scope (starting inside the step window);
---                without any: DataLoader iterations (per rank, the calls on its thread
---                with the most DataLoader calls, as stalls_steps.sql); 0 when neither
---                (rules then count the whole trace as one step per rank)
+--   steps        rows of scope_steps (the scope's steps from queries/steps.sql: --step-pattern
+--                regions, else ProfilerSteps, timer BATCH, DataLoader iterations); 0 when
+--                none (rules then count the whole trace as one step per rank)
 --   backward     evidence of a backward pass: host ops or regions named like *backward*
 --                / autograd::engine*, or GPU kernels named like *backward* / *_bw_* /
 --                *dgrad* / *wgrad* (cuDNN gradient kernels)
@@ -13,7 +12,7 @@
 -- A scope with neither backward nor optimizer evidence is an inference trace: no training
 -- advice is given for it.
 --
--- Parameters: $run (text). Requires scope_window.
+-- Parameters: $run (text). Requires scope_window and scope_steps (Scope.ensure_steps).
 --
 -- Output columns (one row):
 --   ranks, steps                 ranks in scope; steps in scope (as defined above)
@@ -42,15 +41,9 @@ WITH g AS (
     WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
       AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
     GROUP BY ALL
-), dl AS (
-    SELECT rank, max(n) AS n FROM (
-        SELECT r.rank, r.pid, r.tid, count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank
-        WHERE r.run = $run AND r.source = 'dataloader' GROUP BY ALL)
-    GROUP BY rank
 )
 SELECT (SELECT count(*) FROM scope_window) AS ranks,
-       coalesce(nullif((SELECT sum(n) FROM names WHERE what = 'step'), 0),
-                (SELECT sum(n) FROM dl), 0)::BIGINT AS steps,
+       (SELECT count(*) FROM scope_steps) AS steps,
        (SELECT ns FROM gpu_time) AS gpu_ns,
        (SELECT coalesce(sum(n), 0) FROM names WHERE regexp_matches(name, '(?i)backward|^autograd::engine')) AS backward_host,
        (SELECT coalesce(sum(n), 0) FROM g WHERE kind = 'kernel'
