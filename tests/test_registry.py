@@ -168,7 +168,7 @@ def test_readme_python_api_example_runs(work, monkeypatch, capsys):
     monkeypatch.delenv("TRACEQ_STORE", raising=False)
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert out.startswith("run nsys_sample: GPU op time 2.10 ms") and "\nns\n" in out and "['causes']" in out
+    assert out.startswith("Fix first: pinned_memory") and "\nrun nsys_sample: GPU op time 2.10 ms" in out and "\nns\n" in out and "['causes']" in out
 
 
 def test_declared_report_sections_exist():
