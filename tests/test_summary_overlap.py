@@ -277,7 +277,7 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     doc = json.loads(res.stdout)
     rows = doc["rows"]
     assert doc["analysis"] == "summary" and doc["run"] == "synthetic" and doc["units"]["span_ns"] == "ns"
-    assert doc["headline"].startswith("run synthetic") and rows[0]["run"] == "synthetic"
+    assert doc["headline"].splitlines()[-1].startswith("run synthetic") and rows[0]["run"] == "synthetic"
     assert rows[0]["span_ns"] == 200_000 and rows[0]["compute_pct"] == pytest.approx(75.0)
     res = runner.invoke(app, ["overlap", "--store", str(synthetic_store), "--by", "step", "-f", "csv"])
     assert res.exit_code == 0

@@ -47,8 +47,10 @@ def hotspots_view(res: Result) -> list[Block]:
 def summary(scope, window: str = "all") -> Out:
     from .analysis.summary import headline, summary_scoped
 
+    from .advice import fix_first_line
+
     df = summary_scoped(scope, window)
-    return Out(df, headline(df, scope, window))
+    return Out(df, fix_first_line(scope, headline(df, scope, window)))
 
 
 # ---------------------------------------------------------------- overlap
@@ -58,7 +60,9 @@ def overlap(scope, window: str = "all", by: str = "rank") -> Out:
     prepare_overlap(scope, window)
     ranks = overlap_rows(scope, "rank")
     across = across_ranks(ranks, scope.con)
-    line = headline(ranks, across, scope, window)
+    from .advice import fix_first_line
+
+    line = fix_first_line(scope, headline(ranks, across, scope, window))
     if by == "step":
         return Out(overlap_rows(scope, "step"), line)
     if by == "across":
@@ -125,7 +129,9 @@ def breakdown(scope, by: str = "all", top: int = 30) -> Out:
         notes.append("note: ProfilerStep counts only launches on its own (main) thread; PyTorch launches backward "
                      "kernels from the autograd thread, so a step's GPU projection can miss them (nsys rule)")
     highlight = [i for i, u in enumerate(df["unfinished"]) if u]
-    return Out(df, bd.headline(full, scope, by), notes=notes, highlight=highlight)
+    from .advice import fix_first_line
+
+    return Out(df, fix_first_line(scope, bd.headline(full, scope, by)), notes=notes, highlight=highlight)
 
 
 def breakdown_view(res: Result) -> list[Block]:
