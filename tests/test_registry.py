@@ -22,6 +22,7 @@ CASES = {
     "breakdown": ([], {"run": "slow_dataloader", "by": "annotation"}),
     "stalls": ([], {"run": "slow_dataloader"}),
     "diff": (["slow_dataloader", "fast_dataloader"], {"top": 4}),
+    "ranks": ([], {"run": "nsys_sample"}),
 }
 
 
@@ -90,6 +91,13 @@ def test_cli_json_table_and_python_api_agree(work, name):
         for t, frame in df.tables.items():
             _same([{k: v for k, v in row.items() if k != "run"} for row in doc[t]],
                   json.loads(json.dumps(frame.to_dicts(), default=str)))
+    elif name == "ranks":       # ranks keeps its fixed shape (issue 10)
+        assert list(doc) == ["ranks", "collectives", "straggler"]
+        from traceq.analysis.ranks import COLLECTIVE_COLUMNS, RANKS_COLUMNS
+
+        _same(doc["ranks"], json.loads(json.dumps(df.select(RANKS_COLUMNS).to_dicts(), default=str)))
+        _same(doc["collectives"], df.tables["collectives"].select(COLLECTIVE_COLUMNS).to_dicts())
+        assert df.run == kw["run"] and df.headline.startswith(f"run {kw['run']}, 1 rank")
     else:                       # diff keeps its fixed shape
         assert set(doc) == {"categories", "kernels", "regions", "headline"}
         _same(doc["kernels"], api_rows)
@@ -100,6 +108,8 @@ def test_cli_json_table_and_python_api_agree(work, name):
     first = csv.stdout.split("\n# ")[0]
     if spec.json is None:
         assert pl.read_csv(first.encode()).height == len(doc["rows"])
+    if name == "ranks":
+        assert pl.read_csv(first.encode()).height == len(doc["ranks"]) == df.height
 
 
 def test_api_parameters_match_the_cli_options():

@@ -16,6 +16,14 @@ WINDOW = Param("window", str, "all",
                "to reproduce HTA's numbers.", "all|hta", flags=("-w",), choices=("all", "hta"))
 
 
+EXECUTOR_HELP = ("Where per-rank tasks run: local (process pool) or dask (Dask distributed; "
+                 "env TRACEQ_EXECUTOR).")
+SCHEDULER_HELP = ("Dask scheduler address (env DASK_SCHEDULER_ADDRESS); default: a LocalCluster "
+                  "of --jobs workers.")
+SCHEDULER_FILE_HELP = ("Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from dask-jobqueue or "
+                       "dask-mpi.")
+
+
 def _sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:
     from .queries import output_columns
 
@@ -140,6 +148,31 @@ _SPECS = [
         csv="traceq.views:diff_csv_tables",
         runs=2,
         report="What changed: A → B",
+    ),
+
+    Analysis(
+        name="ranks",
+        help="Across the ranks of a run: one clock, matched collectives, arrival skew, the straggler.\n\n"
+             "Per rank: steps, mean step time, exposed communication, mean arrival lateness at collectives (its "
+             "start − the first rank's start) and the clock offset that puts it on the common clock (trace base "
+             "time, refined by aligning the ends of matched collectives). Per collective type: instances, mean/max "
+             "arrival skew, the rank most often last, bus bandwidth (NCCL-tests formulas; when message sizes are "
+             "known). The straggler is named with its evidence.\n\n"
+             "JSON is one object {\"ranks\": [...], \"collectives\": [...], \"straggler\": {\"rank\", \"evidence\"}} "
+             "(with --instances: the list of instances); CSV prints the rank table (or the instances).",
+        examples=("traceq ranks --format json",),
+        compute="traceq.analysis.ranks:ranks_out",
+        params=(Param("instances", bool, False, "One row per matched collective instance (skew, last rank, bus "
+                      "bandwidth) instead of the rank view."),
+                Param("executor", str, None, EXECUTOR_HELP, "local|dask"),
+                Param("scheduler", str, None, SCHEDULER_HELP, "ADDRESS"),
+                Param("scheduler_file", str, None, SCHEDULER_FILE_HELP, "FILE"),
+                Param("jobs", int, None, "Workers for the per-rank tasks.", "N", flags=("-j",))),
+        view="traceq.analysis.ranks:ranks_view",
+        json="traceq.analysis.ranks:ranks_json",
+        csv="traceq.analysis.ranks:ranks_csv",
+        scope="run",
+        report="Across ranks: collectives, skew and stragglers",
     ),
 ]
 

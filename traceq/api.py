@@ -56,6 +56,8 @@ class TraceStore:
         unknown = set(params) - {p.name for p in spec.params}
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        if spec.scope == "run" and (rank is not None or steps is not None or step_pattern is not None or skip_first):
+            raise TypeError(f"{name}() analyses the whole run: it takes no rank, steps, step_pattern or skip_first")
         if spec.runs == 2 and len(runs) != 2:
             raise TypeError(f"{name}() takes two runs (run_a, run_b)")
         return compute(spec, self.store, run, rank, steps, runs=runs, step_pattern=step_pattern,
@@ -95,8 +97,10 @@ def _method(spec: Analysis):
         params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("run_a", "run_b")]
     else:
         params.append(inspect.Parameter("run", kw_only, default=None))
-    params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None),
-               inspect.Parameter("step_pattern", kw_only, default=None), inspect.Parameter("skip_first", kw_only, default=0)]
+    if spec.scope != "run":
+        params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None),
+                   inspect.Parameter("step_pattern", kw_only, default=None),
+                   inspect.Parameter("skip_first", kw_only, default=0)]
     params += [inspect.Parameter(p.name, kw_only, default=p.default) for p in spec.params]
     method.__signature__ = inspect.Signature(params)
     method.__name__ = method.__qualname__ = spec.name

@@ -15,6 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from .analyses import EXECUTOR_HELP, SCHEDULER_FILE_HELP, SCHEDULER_HELP
+
 app = typer.Typer(
     name="traceq",
     help=(
@@ -130,15 +132,9 @@ class _IngestProgress:
         self.progress.stop()
 
 
-ExecutorOpt = Annotated[Optional[str], typer.Option(
-    "--executor", help="Where per-rank tasks run: local (process pool) or dask (Dask distributed; "
-    "env TRACEQ_EXECUTOR).", show_default=False)]
-SchedulerOpt = Annotated[Optional[str], typer.Option(
-    "--scheduler", help="Dask scheduler address (env DASK_SCHEDULER_ADDRESS); default: a LocalCluster "
-    "of --jobs workers.", show_default=False)]
-SchedulerFileOpt = Annotated[Optional[str], typer.Option(
-    "--scheduler-file", help="Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from dask-jobqueue or "
-    "dask-mpi.", show_default=False)]
+ExecutorOpt = Annotated[Optional[str], typer.Option("--executor", help=EXECUTOR_HELP, show_default=False)]
+SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help=SCHEDULER_HELP, show_default=False)]
+SchedulerFileOpt = Annotated[Optional[str], typer.Option("--scheduler-file", help=SCHEDULER_FILE_HELP, show_default=False)]
 
 
 @app.command()
@@ -329,7 +325,7 @@ def doctor(store: StoreOpt = None) -> None:
 
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_timer", "traceq.cli_experiments", "traceq.cli_ranks", "traceq.cli_diagnose"):
+for _mod in ("traceq.cli_timer", "traceq.cli_experiments", "traceq.cli_diagnose"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 

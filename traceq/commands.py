@@ -31,6 +31,8 @@ def _common(spec: Analysis) -> list[tuple[str, object, object]]:
     if spec.runs == 1:
         out.append(("run", Annotated[Optional[str], opt("--run", help="Run to analyse (default: the most recently ingested).",
                                                         metavar="NAME", show_default=False)], None))
+    if spec.scope == "run":
+        return out
     out += [
         ("rank", Annotated[Optional[int], opt("--rank", help="One rank (default: every rank of the run).", metavar="N",
                                                show_default=False)], None),

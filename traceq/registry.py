@@ -29,7 +29,9 @@ Adding an analysis
    in a footnote; `--wide` keeps all) follow from the declaration.
 3. Optional hooks, all "module:function" strings resolved lazily: `view` (Out -> terminal
    `Block`s, for several tables or reshaped rows), `json` (Result -> a custom JSON document,
-   for analyses whose issue fixes the shape), `runs=2` (two positional runs, e.g. `diff`).
+   for analyses whose issue fixes the shape), `runs=2` (two positional runs, e.g. `diff`),
+   `scope="run"` for an analysis of a whole run that takes no --rank/--steps (e.g. `ranks`: its
+   `compute` is called as (store, run, **params) and returns an `Out` whose `value.run` names the run).
 
 Every parameter is declared once (`Param`): name (the Python keyword; the CLI option is
 `--name-with-dashes`), type, default, help, metavar, short flags, choices (checked with a
@@ -124,6 +126,7 @@ class Analysis:
     csv: str | None = None
     runs: int = 1
     report: str | None = None
+    scope: str = "steps"          # "steps": --run/--rank/--steps...; "run": --run only (whole run)
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -227,6 +230,11 @@ def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: t
             params[p.name] = p.default
         p.check(params[p.name])
     fn = resolve(spec.compute)
+    if spec.scope == "run":
+        got = fn(store, run, **params)
+        run_value = getattr(got.value, "run", run)
+        return Result(spec, got.df, got.headline, run_value, None, None, {}, params, got.tables, got.notes,
+                      got.highlight, got.value)
     if spec.runs == 2:
         a = open_scope(store, runs[0], rank, steps, step_pattern, skip_first)
         b = open_scope(a.store, runs[1], rank, steps, step_pattern, skip_first)

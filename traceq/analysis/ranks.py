@@ -203,3 +203,36 @@ def headline(res: RanksResult) -> str:
 def to_json_text(res: RanksResult) -> str:
     return json.dumps(res.to_json(), indent=2)
 
+
+
+# ------------------------------------------------------------------ registry hooks (traceq/analyses.py)
+def ranks_out(store, run=None, instances: bool = False, executor: str | None = None, scheduler: str | None = None,
+              scheduler_file: str | None = None, jobs: int | None = None):
+    """`traceq ranks`: the rank table (or every matched instance), collectives as a second table."""
+    from ..executor import resolve
+    from ..registry import Out
+
+    res = ranks(store, run, resolve(executor, scheduler, scheduler_file, jobs))
+    if instances:
+        return Out(res.instances, headline(res), value=res)
+    return Out(res.ranks, headline(res), tables={"collectives": res.collectives}, value=res)
+
+
+def ranks_view(result) -> list:
+    from ..registry import Block
+
+    if result.params.get("instances"):
+        return [Block(result.df, result.headline)]
+    return [Block(result.df.drop("raw_offset_ns"), result.headline, title="ranks"),
+            Block(result.tables["collectives"], title="collectives")]
+
+
+def ranks_json(result):
+    """The fixed document of issue 10 (RanksResult.to_json), or the instance rows with --instances."""
+    if result.params.get("instances"):
+        return result.df.to_dicts()
+    return result.value.to_json()
+
+
+def ranks_csv(result) -> list:
+    return [(None, result.df)]
