@@ -24,6 +24,9 @@ SCHEDULER_FILE_HELP = ("Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from
                        "dask-mpi.")
 
 
+WHERE = Param("where", str, None, "Label selector k=v[,k=v...] (e.g. app=cifar10,b=64).", "K=V[,K=V]")
+
+
 def _sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:
     from .queries import output_columns
 
@@ -173,6 +176,75 @@ _SPECS = [
         csv="traceq.analysis.ranks:ranks_csv",
         scope="run",
         report="Across ranks: collectives, skew and stragglers",
+    ),
+    Analysis(
+        name="compare",
+        help="Runs side by side: per metric and configuration, mean / sd / sd % / trimmed mean over the "
+             "repetitions (runs whose labels differ only in rep) and the change against the baseline. "
+             "Metrics: step_time (IQR-filtered median step), throughput (batch label / step time), "
+             "data_wait, communication, gpu.<category> and region.<name> per step, imported metrics.",
+        examples=("traceq compare control test amp --baseline control",
+                  "traceq compare --where app=cifar10,b=64 --metric step_time --metric gpu.*"),
+        compute="traceq.experiments.views:compare",
+        params=(Param("run_names", str, None, "Runs to compare (default: every run, or those --where selects).",
+                      "RUN", argument=True, multiple=True),
+                WHERE,
+                Param("baseline", str, None, "Run (or configuration) the changes are relative to (default: the "
+                      "first).", "RUN"),
+                Param("metric", str, None, "Only these metrics (repeatable; a trailing * matches a prefix, e.g. "
+                      "gpu.*).", "METRIC", flags=("-m",), multiple=True)),
+        view="traceq.experiments.views:compare_view",
+        json="traceq.experiments.views:compare_json",
+        csv="traceq.experiments.views:compare_csv",
+        scope="store",
+        report="Comparison",
+    ),
+    Analysis(
+        name="model",
+        help="Performance model in Extra-P's normal form, f(p) = c0 + sum c_k p^i_k log2(p)^j_k, chosen "
+             "by leave-one-out cross-validated SMAPE over Extra-P's exponent sets; several parameters "
+             "combine the single-parameter terms (sums and products). Runs are the repetitions at each "
+             "parameter point; predictions come with a band from the cross-validation error and the "
+             "repetitions' spread.",
+        examples=("traceq model --param p --metric step_time --predict p=64",
+                  "traceq model --param p --param b --where app=cifar10 --format json"),
+        compute="traceq.experiments.views:model",
+        params=(Param("param", str, None, "Label that is a model parameter (repeatable), e.g. --param ranks "
+                      "--param batch.", "LABEL", flags=("-p",), multiple=True, required=True),
+                Param("metric", str, "step_time", "Per-run metric to model (step_time, throughput, "
+                      "gpu.<category>, ...).", "METRIC", flags=("-m",)),
+                Param("region", str, None, "Model the time per step in this NVTX range / annotation (metric "
+                      "region.NAME).", "NAME"),
+                WHERE,
+                Param("predict", str, None, "Predict at p=64[,b=32] (repeatable).", "P=V[,P=V]", multiple=True),
+                Param("strong_scaling", bool, False, "Model time x ranks (the first --param is the rank count) "
+                      "and show speedup and efficiency."),
+                Param("export_extrap", str, None, "Also write the measurements in Extra-P's JSON input format "
+                      "to this file.", "FILE")),
+        view="traceq.experiments.views:model_view",
+        json="traceq.experiments.views:model_json",
+        csv="traceq.experiments.views:model_csv",
+        after="traceq.experiments.views:model_after",
+        scope="store",
+    ),
+    Analysis(
+        name="check",
+        help="Regression gate against targets, as mila's benchmarks do it: per target, result = trimmed "
+             "mean over the matching runs (min and max dropped), sd, sd % = sd / result, diff % against the "
+             "target (positive = better, for times and throughputs alike); gates min_runs (default 4), "
+             "80th percentile of sd % < max_sd_pct (5), mean diff % >= -tolerance_pct (0).\n\n"
+             "Exit 0 when every gate passes, 1 when one fails, 2 on bad input.",
+        examples=("traceq check --targets targets.toml --junit check.xml",),
+        compute="traceq.experiments.views:check",
+        params=(Param("targets", str, None, "Targets TOML ([gate] rules and [[target]] entries).", "FILE",
+                      flags=("-t",), required=True),
+                Param("min_runs", int, None, "Override [gate] min_runs.", "N"),
+                Param("junit", str, None, "Also write JUnit XML to this file (for CI).", "FILE")),
+        view="traceq.experiments.views:check_view",
+        json="traceq.experiments.views:check_json",
+        csv="traceq.experiments.views:check_csv",
+        after="traceq.experiments.views:check_after",
+        scope="store",
     ),
 ]
 

@@ -56,7 +56,9 @@ class TraceStore:
         unknown = set(params) - {p.name for p in spec.params}
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-        if spec.scope == "run" and (rank is not None or steps is not None or step_pattern is not None or skip_first):
+        if spec.scope == "store" and run is not None:
+            raise TypeError(f"{name}() works on the runs its parameters select: it takes no run")
+        if spec.scope != "steps" and (rank is not None or steps is not None or step_pattern is not None or skip_first):
             raise TypeError(f"{name}() analyses the whole run: it takes no rank, steps, step_pattern or skip_first")
         if spec.runs == 2 and len(runs) != 2:
             raise TypeError(f"{name}() takes two runs (run_a, run_b)")
@@ -95,13 +97,14 @@ def _method(spec: Analysis):
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)]
     if spec.runs == 2:
         params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("run_a", "run_b")]
-    else:
+    elif spec.scope != "store":
         params.append(inspect.Parameter("run", kw_only, default=None))
-    if spec.scope != "run":
+    if spec.scope == "steps":
         params += [inspect.Parameter("rank", kw_only, default=None), inspect.Parameter("steps", kw_only, default=None),
                    inspect.Parameter("step_pattern", kw_only, default=None),
                    inspect.Parameter("skip_first", kw_only, default=0)]
-    params += [inspect.Parameter(p.name, kw_only, default=p.default) for p in spec.params]
+    params += [inspect.Parameter(p.name, kw_only, default=inspect.Parameter.empty if p.required else p.default)
+               for p in spec.params]
     method.__signature__ = inspect.Signature(params)
     method.__name__ = method.__qualname__ = spec.name
     method.__doc__ = spec.doc().replace("\b\n", "")

@@ -325,7 +325,7 @@ def doctor(store: StoreOpt = None) -> None:
 
 # ---------------------------------------------------------------- more commands
 # Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_timer", "traceq.cli_experiments", "traceq.cli_diagnose"):
+for _mod in ("traceq.cli_timer", "traceq.cli_diagnose"):
     if importlib.util.find_spec(_mod) is not None:
         importlib.import_module(_mod)
 

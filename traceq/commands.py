@@ -28,6 +28,8 @@ def _common(spec: Analysis) -> list[tuple[str, object, object]]:
         out += [("run_a", Annotated[str, typer.Argument(help="Baseline run (A).", metavar="RUN_A", show_default=False)], inspect.Parameter.empty),
                 ("run_b", Annotated[str, typer.Argument(help="Run compared with it (B).", metavar="RUN_B", show_default=False)], inspect.Parameter.empty)]
     out.append(("store", Annotated[Optional[str], opt("--store", help=STORE_HELP, metavar="DIR", show_default=False)], None))
+    if spec.scope == "store":
+        return out
     if spec.runs == 1:
         out.append(("run", Annotated[Optional[str], opt("--run", help="Run to analyse (default: the most recently ingested).",
                                                         metavar="NAME", show_default=False)], None))
@@ -60,12 +62,15 @@ def _tail() -> list[tuple[str, object, object]]:
 
 
 def _param(p: Param) -> tuple[str, object, object]:
-    typ = p.type if p.default is not None or p.argument else Optional[p.type]
+    typ = list[p.type] if p.multiple else p.type
+    if p.default is None and not p.required and not (p.argument and not p.multiple):
+        typ = Optional[typ]
     if p.argument:
         info = typer.Argument(help=p.help, metavar=p.metavar, show_default=False)
     else:
         info = typer.Option(p.option, *p.flags, help=p.help, metavar=p.metavar, show_default=p.default is not None)
-    return p.name, Annotated[typ, info], (inspect.Parameter.empty if p.argument and p.default is None else p.default)
+    empty = p.required or (p.argument and p.default is None and not p.multiple)
+    return p.name, Annotated[typ, info], (inspect.Parameter.empty if empty else p.default)
 
 
 def make_command(spec: Analysis):
@@ -78,7 +83,7 @@ def make_command(spec: Analysis):
     command.__name__ = spec.name
     command.__doc__ = spec.doc()
     command.__signature__ = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a, default=d) for n, a, d in params])
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d) for n, a, d in params])
     command.__annotations__ = {n: a for n, a, _ in params}
     return command
 
@@ -110,8 +115,14 @@ def run_command(spec: Analysis, kw: dict) -> None:
                 write(result, fmt, fh, wide)
         except OSError as exc:
             raise TraceqError(f"cannot write: {exc.strerror}", output) from None
-        return
-    write(result, fmt, sys.stdout, wide)
+    else:
+        write(result, fmt, sys.stdout, wide)
+    if spec.after:
+        from .registry import resolve
+
+        code = resolve(spec.after)(result)
+        if code:
+            raise typer.Exit(code)
 
 
 def _usage(message: str) -> None:

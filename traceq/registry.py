@@ -31,11 +31,15 @@ Adding an analysis
    `Block`s, for several tables or reshaped rows), `json` (Result -> a custom JSON document,
    for analyses whose issue fixes the shape), `runs=2` (two positional runs, e.g. `diff`),
    `scope="run"` for an analysis of a whole run that takes no --rank/--steps (e.g. `ranks`: its
-   `compute` is called as (store, run, **params) and returns an `Out` whose `value.run` names the run).
+   `compute` is called as (store, run, **params) and returns an `Out` whose `value.run` names the run),
+   `scope="store"` for one over many runs of the store (no --run; `compute(store, **params)`, e.g.
+   `compare`, `model`, `check`), `after` ((Result) -> exit status, called by the CLI once the
+   output is written: warnings on stderr, `check`'s exit 1 on a failed gate).
 
 Every parameter is declared once (`Param`): name (the Python keyword; the CLI option is
 `--name-with-dashes`), type, default, help, metavar, short flags, choices (checked with a
-one-line error), `argument=True` for a positional argument.
+one-line error), `argument=True` for a positional argument, `multiple=True` for a repeatable
+option (or a variadic argument; the value is a list), `required=True` for an option without default.
 """
 from __future__ import annotations
 
@@ -54,6 +58,8 @@ class Param:
     flags: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     argument: bool = False
+    multiple: bool = False
+    required: bool = False
 
     @property
     def option(self) -> str:
@@ -126,7 +132,8 @@ class Analysis:
     csv: str | None = None
     runs: int = 1
     report: str | None = None
-    scope: str = "steps"          # "steps": --run/--rank/--steps...; "run": --run only (whole run)
+    scope: str = "steps"          # "steps": --run/--rank/--steps...; "run": --run only; "store": no run
+    after: str | None = None
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -227,11 +234,13 @@ def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: t
 
     for p in spec.params:
         if p.name not in params:
+            if p.required:
+                raise TypeError(f"{spec.name}() needs {p.name}=")
             params[p.name] = p.default
         p.check(params[p.name])
     fn = resolve(spec.compute)
-    if spec.scope == "run":
-        got = fn(store, run, **params)
+    if spec.scope in ("run", "store"):
+        got = fn(store, run, **params) if spec.scope == "run" else fn(store, **params)
         run_value = getattr(got.value, "run", run)
         return Result(spec, got.df, got.headline, run_value, None, None, {}, params, got.tables, got.notes,
                       got.highlight, got.value)
