@@ -81,7 +81,7 @@ def test_report_sections_of_runs_with_the_same_slug_have_distinct_anchors(tmp_pa
     out = tmp_path / "r.html"
     build_report(st, ["a b", "a_b", "a-b"], out)
     html = out.read_text()
-    ids = _re.findall(r'<section class="run" id="([^"]+)"', html)
+    ids = _re.findall(r'<section class="run" id="(run-[^"]+)"', html)   # one per run (not diff/compare)
     assert len(ids) == 3 and len(set(ids)) == 3
     for i in ids:
         assert f'href="#{i}"' in html
