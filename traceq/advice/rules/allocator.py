@@ -2,11 +2,15 @@
 
 Fires when: GPU idle time is attributed to memory_management (the host inside cudaMalloc/
 cudaFree/hipMalloc/hipFree/cudaHostAlloc/cudaFreeHost/cuMem* while the GPU idles).
-Ruled out by: no such idle time; below the floor. (Allocator calls that overlap GPU work
+Ruled out by: no such idle time; fewer than 2 calls that give memory back (cudaFree,
+hipFree, cuMemFree/Release/Unmap, host frees): allocations alone are the caching allocator
+growing at warm-up, not churn; below the floor. (Allocator calls that overlap GPU work
 cost nothing and are not counted.)
 Estimated gain: that idle time per step.
 """
 from __future__ import annotations
+
+import polars as pl
 
 from ..base import Evidence, Finding
 from ._stall import calls_text, cause_row, host_calls, idle_text
@@ -16,11 +20,17 @@ MEM_CALLS = ("h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cuda
              "hipHostMalloc|hipHostFree|hipExtMallocWithFlags)')")
 
 
+MIN_FREES = 2   # memory given back at least twice: a pattern, not a one-off
+
+
 def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
     row = cause_row(stalls, "memory_management")
     if row is None or not row["idle_ns"]:
         return None
     calls = host_calls(scope, MEM_CALLS)
+    frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
+    if frees < MIN_FREES:
+        return None
     return Finding(
         "allocator_churn", "memory_management",
         f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}",
