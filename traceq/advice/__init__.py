@@ -25,12 +25,22 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
         if f is not None:
             out.append(f)
     if stalls is not None:
+        span_ns = _span_ns(stalls)
         for rule in STALL_RULES:
             f = rule(scope, ev, stalls)
             if f is not None:
+                f.base_ns = span_ns
                 out.append(f)
     kept = [f for f in out if not f.below_floor(ev)]
     return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
+
+
+def _span_ns(stalls) -> int | None:
+    """The GPU span the stall causes' shares are of (idle_pct = 100 · idle_ns / span)."""
+    for r in stalls.causes.iter_rows(named=True):
+        if r["idle_ns"] and r["idle_pct"]:
+            return round(100.0 * r["idle_ns"] / r["idle_pct"])
+    return None
 
 
 def fix_first(fs: list[Finding]) -> str | None:

@@ -8,8 +8,10 @@ import polars as pl
 
 from .. import queries
 
-# Nothing is advised below this floor: less than FLOOR_PCT of GPU time AND less than
-# FLOOR_MS_PER_STEP per step (either one reached keeps the finding).
+# Nothing is advised below this floor: less than FLOOR_PCT of its time base AND less than
+# FLOOR_MS_PER_STEP per step (either one reached keeps the finding). The time base is the
+# GPU op time for kernel findings and the GPU span for idle-time (stall) findings: idle
+# time measured against busy time would pass the floor on any mostly-idle trace.
 FLOOR_PCT = 1.0
 FLOOR_MS_PER_STEP = 0.1
 
@@ -23,9 +25,11 @@ class Finding:
     est_gain_ms_per_step: float    # time the fix can win per step at most, ms
     advice: str                    # what to do
     kernels: list[str] = field(default_factory=list)   # kernel names cited (hotspots marks them)
+    base_ns: int | None = None     # the floor's time base when it is not the GPU op time (idle findings: span)
 
     def below_floor(self, ev: Evidence) -> bool:
-        pct = 100.0 * self.gpu_ms * 1e6 / ev.gpu_ns if ev.gpu_ns else 0.0
+        base = self.base_ns or ev.gpu_ns
+        pct = 100.0 * self.gpu_ms * 1e6 / base if base else 0.0
         return pct < FLOOR_PCT and self.est_gain_ms_per_step < FLOOR_MS_PER_STEP
 
     def as_dict(self) -> dict:
