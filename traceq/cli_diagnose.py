@@ -54,7 +54,7 @@ def diagnose(
         if fs.height == 0:
             con = console()
             con.print(headline(row), markup=False)
-            con.print("no findings above the floor (1 % of GPU time or 0.1 ms per step)\n", markup=False)
+            con.print("no findings above the floor (1 % of GPU time, or of the GPU span for idle time, or 0.1 ms per step)\n", markup=False)
             continue
         shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias("gain (ms/step)"),
                           pl.col("gpu_ms").alias("GPU/idle (ms)"))
