@@ -100,6 +100,18 @@ def short_name(name: str, width: int = 100) -> str:
     return shorten(text, width)
 
 
+def kernel_finding(id_: str, category: str, ops: pl.DataFrame, ev: "Evidence", what: str, advice: str,
+                   beside: str = "") -> Finding:
+    """A finding about the GPU ops `ops` (advice_ops rows: name, n, dur_ns): `what` they are
+    (count and kind, in words), their time, share of GPU time and time per step, the top
+    names (then `beside`, more evidence); the gain is all of their time."""
+    ns = ops["dur_ns"].sum()
+    names, shown = top_names(ops)
+    return Finding(id_, category,
+                   f"{what}, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}{beside}",
+                   ns / 1e6, ev.per_step_ms(ns), advice, names)
+
+
 def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:
     """The n kernel names with the most time in `df` (advice_ops rows: name, n, dur_ns) and their text,
     e.g. "nchwToNhwcKernel ×120 (4.10 ms)"."""

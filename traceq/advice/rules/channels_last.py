@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..base import Evidence, Finding, ms, top_names
+from ..base import Evidence, Finding, kernel_finding, ms
 
 CONVERSION = r"(?i)nchw_?(to|2)_?nhwc|nhwc_?(to|2)_?nchw|cudnn::.*transpose|cutensor.*(transpose|permut)"
 NHWC_CONV = r"(?i)nhwc"
@@ -28,13 +28,9 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
     nhwc_ns = conv.filter(pl.col("name").str.contains(NHWC_CONV))["dur_ns"].sum()
     if nhwc_ns * 2 > conv_ns:          # convolutions already run NHWC
         return None
-    ns = conversions["dur_ns"].sum()
-    names, shown = top_names(conversions)
-    return Finding(
-        "channels_last", "transpose",
-        f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
-        f"{ev.per_step_ms(ns):.2f} ms/step): {shown}; beside {conv['n'].sum():,} NCHW convolution kernels ({ms(conv_ns)})",
-        ns / 1e6, ev.per_step_ms(ns),
+    return kernel_finding(
+        "channels_last", "transpose", conversions, ev,
+        f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels",
         "train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
         "x.to(memory_format=torch.channels_last), with AMP, so cuDNN runs NHWC convolutions without conversions",
-        names)
+        f"; beside {conv['n'].sum():,} NCHW convolution kernels ({ms(conv_ns)})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..base import Evidence, Finding, ms, top_names
+from ..base import Evidence, Finding, kernel_finding
 
 FUSED_MIN_PER_STEP = 100
 
@@ -25,13 +25,8 @@ def fused_optimizer(scope, ev: Evidence) -> Finding | None:
     per_step = opt["n"].sum() / max(ev.steps, 1)
     if per_step < FUSED_MIN_PER_STEP:
         return None
-    ns = opt["dur_ns"].sum()
-    names, shown = top_names(opt)
-    return Finding(
-        "fused_optimizer", "optimizer",
-        f"{opt['n'].sum():,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP}), {ms(ns)} "
-        f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
-        ns / 1e6, ev.per_step_ms(ns),
+    return kernel_finding(
+        "fused_optimizer", "optimizer", opt, ev,
+        f"{opt['n'].sum():,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP})",
         "use a fused or foreach optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True; "
-        "apex FusedAdam), so one step is a few multi-tensor kernels instead of several per parameter",
-        names)
+        "apex FusedAdam), so one step is a few multi-tensor kernels instead of several per parameter")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..base import Evidence, Finding, ms, top_names
+from ..base import Evidence, Finding, kernel_finding
 
 
 def pinned_memory(scope, ev: Evidence) -> Finding | None:
@@ -19,14 +19,9 @@ def pinned_memory(scope, ev: Evidence) -> Finding | None:
                              & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable")))
     if pageable["n"].sum() == 0:
         return None
-    ns = pageable["dur_ns"].sum()
     nbytes = pageable["bytes"].sum()
-    names, shown = top_names(pageable)
-    return Finding(
-        "pinned_memory", "memcpy",
-        f"{pageable['n'].sum():,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB), {ms(ns)} "
-        f"({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}",
-        ns / 1e6, ev.per_step_ms(ns),
+    return kernel_finding(
+        "pinned_memory", "memcpy", pageable, ev,
+        f"{pageable['n'].sum():,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB)",
         "pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
-        "tensor.to(device, non_blocking=True) so the copy is asynchronous",
-        names)
+        "tensor.to(device, non_blocking=True) so the copy is asynchronous")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..base import Evidence, Finding, ms, top_names
+from ..base import Evidence, Finding, kernel_finding
 
 FILL = r"(?i)fill|zero|memset"
 
@@ -24,13 +24,8 @@ def zero_grad(scope, ev: Evidence) -> Finding | None:
                                                     | pl.col("name").str.contains(FILL)))
     if fills["n"].sum() == 0:
         return None
-    ns = fills["dur_ns"].sum()
-    names, shown = top_names(fills)
-    return Finding(
-        "zero_grad_set_to_none", "memset",
-        f"{fills['n'].sum():,} memset/fill kernels launched inside zero_grad, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, "
-        f"{ev.per_step_ms(ns):.2f} ms/step): {shown}",
-        ns / 1e6, ev.per_step_ms(ns),
+    return kernel_finding(
+        "zero_grad_set_to_none", "memset", fills, ev,
+        f"{fills['n'].sum():,} memset/fill kernels launched inside zero_grad",
         "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0): gradients are freed instead of "
-        "zero-filled, and the next backward writes them without an extra read",
-        names)
+        "zero-filled, and the next backward writes them without an extra read")
