@@ -1,0 +1,36 @@
+"""The raw event relation: the interface between decoding a Kineto/Chrome trace and
+translating it into the canonical tables (issue 11: streaming, bounded-memory ingest).
+
+Decoding (the text of the file -> rows) writes the events as Parquet *parts* with exactly
+`RAW_SCHEMA`, in file order, in a scratch folder; translation (routing by category, ns
+times, validation, B/E pairing, launch linking, classification) reads those parts back.
+Two decoders produce the same rows for the same input:
+
+- the fast path (`kineto_decode`): the event array split at validated event boundaries
+  and parsed in parallel by DuckDB's JSON reader;
+- the robust path (msgspec, chunk by chunk, coercing odd types per event): every input the
+  fast path refuses (odd types, truncated files, hostile values) ends up here.
+
+Rows: one per item of the event list that is a JSON object with `ph` in X/B/E and a
+category other than `Trace`. Values as the trace wrote them, with these conversions:
+`pid`/`tid`/`stream`/`device` and the ids to int64 (numeric or hex strings, `"stream 7"` ->
+7, null when no integer or beyond int64); `ts`/`dur` to float64 µs (numeric strings too;
+null when not a number; beyond float range -> ±inf); `external_id` = `External id`, else
+`external id`; `unfinished` = args.finished is "false" (any case); `bytes` = args.bytes,
+else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*`/`block_*`
+= the first three integers of args.grid/args.block; `arg_kind` = args.kind when a string.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+RAW_SCHEMA = pa.schema([
+    ("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()),
+    ("pid", pa.int64()), ("tid", pa.int64()),
+    ("ts", pa.float64()), ("dur", pa.float64()),
+    ("external_id", pa.int64()), ("correlation", pa.int64()), ("unfinished", pa.bool_()),
+    ("stream", pa.int64()), ("device", pa.int64()), ("bytes", pa.int64()), ("registers", pa.int64()),
+    ("grid_x", pa.int64()), ("grid_y", pa.int64()), ("grid_z", pa.int64()),
+    ("block_x", pa.int64()), ("block_y", pa.int64()), ("block_z", pa.int64()),
+    ("arg_kind", pa.string()),
+])
