@@ -18,7 +18,10 @@ category other than `Trace`. Values as the trace wrote them, with these conversi
 null when not a number; beyond float range -> ±inf); `external_id` = `External id`, else
 `external id`; `unfinished` = args.finished is "false" (any case); `bytes` = args.bytes,
 else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*`/`block_*`
-= the first three integers of args.grid/args.block; `arg_kind` = args.kind when a string.
+= the first three integers of args.grid/args.block; `arg_kind` = args.kind when a string;
+`collective`/`pg_name`/`pg_desc` = args "Collective name"/"Process Group Name"/"Process Group
+Description" when strings (numbers as their text); `group_size` = args "Group size";
+`seq` = args "Seq" (the collective's sequence number in its process group).
 """
 from __future__ import annotations
 
@@ -33,4 +36,7 @@ RAW_SCHEMA = pa.schema([
     ("grid_x", pa.int64()), ("grid_y", pa.int64()), ("grid_z", pa.int64()),
     ("block_x", pa.int64()), ("block_y", pa.int64()), ("block_z", pa.int64()),
     ("arg_kind", pa.string()),
+    # collectives (PyTorch >= 2.1 writes these in the args of NCCL kernels and record_param_comms)
+    ("collective", pa.string()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
+    ("group_size", pa.int64()), ("seq", pa.int64()),
 ])
