@@ -361,7 +361,7 @@ def main() -> None:
             sys.exit(exc.exit_code)
         damaged = _damaged_store_file(exc)
         if damaged:
-            sys.stderr.write(f"traceq: {damaged}: store file is damaged ({type(exc).__name__}); "
+            sys.stderr.write(f"traceq: {_safe(damaged)}: store file is damaged ({type(exc).__name__}); "
                              "run `traceq doctor` to see what to re-ingest\n")
             sys.exit(1)
         sys.stderr.write(f"traceq: internal error: {type(exc).__name__}: {_safe(str(exc))} (rerun with --debug for the traceback)\n")

@@ -28,6 +28,44 @@ def shorten(text: str, width: int = NAME_WIDTH) -> str:
     return text[:head] + "…" + text[len(text) - (keep - head):]
 
 
+def shorten_distinct(values: list, width: int) -> list:
+    """`shorten` every value, except where two different values would then look the same:
+    those are cut around the first character where they differ instead (their start, an
+    ellipsis, then the differing part), so distinct names stay distinct on a narrow terminal."""
+    out = [shorten(v, width) for v in values]
+    seen: dict[str, set] = {}
+    for v, s in zip(values, out):
+        if v is not None:
+            seen.setdefault(s, set()).add(v)
+    fixed = {}
+    for group in seen.values():
+        if len(group) > 1:
+            at = len(_common_prefix(group))
+            fixed.update((v, _cut_around(v, at, width)) for v in group)
+    return [fixed.get(v, s) for v, s in zip(values, out)] if fixed else out
+
+
+def _common_prefix(group) -> str:
+    lo, hi = min(group), max(group)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+def _cut_around(text: str, at: int, width: int) -> str:
+    """`text` in `width` characters keeping its first third and the part from position `at`
+    (where it differs from a look-alike), with an ellipsis at each cut."""
+    if len(text) <= width or width < 8:
+        return shorten(text, width)
+    head = width // 3
+    start = max(head + 1, min(at - 2, len(text) - (width - head - 1)))   # 2 characters of context
+    rest = width - head - 1
+    if start + rest < len(text):
+        return text[:head] + "…" + text[start:start + rest - 1] + "…"
+    return text[:head] + "…" + text[start:]
+
+
 def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH) -> pl.DataFrame:
     """For tables: a `name` column next to an `identity` column shows the kernel's unique short
     label (traceq.kernels.labels) instead of a middle-cut signature; `identity` and `library`
@@ -206,8 +244,9 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
         table.add_column(Text(headers[i]), justify="right" if numeric[i] else "left", no_wrap=True,
                          width=widths[i], overflow="ellipsis")
     marked = set(highlight)
+    shown = {i: cells[i] if numeric[i] else shorten_distinct(cells[i], widths[i]) for i in keep}
     for r in range(df.height):
-        row = [Text(shorten(cells[i][r], widths[i]) if not numeric[i] else cells[i][r]) for i in keep]
+        row = [Text(shown[i][r]) for i in keep]
         table.add_row(*row, style="yellow" if r in marked else None)
     if df.height == 0:
         con.print(Text("(no rows)"))
