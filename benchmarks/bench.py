@@ -112,7 +112,7 @@ class Bench:
         self.ingest_scales = (1, 8) if q else INGEST_SCALES
         self.analysis_scales = (1, 8) if q else ANALYSIS_SCALES
         r = args.repeats
-        self.rep = {"ingest": r or (1 if q else 3), "ingest_big": r or (1 if q else 2),
+        self.rep = {"ingest": r or (1 if q else 3), "big": r or (1 if q else 2),
                     "hta": r or (1 if q else 3), "hta_big": r or (1 if q else 2),
                     "decode": r or (1 if q else 3), "cores": r or (1 if q else 3),
                     "nsys": r or (1 if q else 3), "startup": r or (2 if q else 5),
@@ -136,7 +136,7 @@ class Bench:
             return done[key]
         path = self.files[key]
         big = key.startswith("rep") and int(key[3:]) >= 16
-        repeats = self.rep["ingest_big" if big else "ingest"]
+        repeats = self.rep["big" if big else "ingest"]
         log(f"traceq ingest {label(key)} ({self.json_mb(key):.0f} MB JSON) x{repeats}")
         runs = []
         for i in range(repeats):
@@ -326,7 +326,8 @@ class Bench:
             log("start-up: benchmarks/bench_startup.py")
             try:
                 d = bench_startup.main(["-n", str(self.rep["startup"]), "--no-json",
-                                        "--no-ingest"])
+                                        "--no-ingest",
+                                        "--only=" + ",".join(("--help",) + SMALL_ANALYSES)])
                 cmds = d.get("commands") or {}
                 st["source"] = "benchmarks/bench_startup.py (median of fresh processes)"
                 st["help_s"] = (cmds.get("--help [table]") or {}).get("wall_s")
@@ -389,30 +390,32 @@ class Bench:
         an["subtracted_startup_s"] = startup
         for name in cmds:
             d = an[name] = {}
-            for n in self.analysis_scales:
+            # the report's budget is set at 8x; beyond it, it is the slowest command by far
+            scales = [n for n in self.analysis_scales if name != "report" or n <= 8]
+            for n in scales:
                 k = f"rep{n}"
                 if k not in self.stores:
                     continue
-                r = self._time_analysis(name, self.stores[k], k, base, startup)
+                repeats = self.rep["big" if n >= 16 else "analyses"]
+                r = self._time_analysis(name, self.stores[k], k, base, startup, repeats)
                 d[n] = r
                 log(f"{name} {n}x: CLI {fmt(r.get('time_s'), nd=3)} s (wall "
                     f"{fmt(r.get('wall_s'), nd=3)}), API "
                     f"{fmt((r.get('api') or {}).get('api_s'), nd=3)} s"
                     + (f"  ERROR {r['error'][-300:]}" if not r.get("ok") else ""))
-            full = [n for n in self.analysis_scales if (d.get(n) or {}).get("ok")]
-            if len(full) == len(self.analysis_scales):
+            full = [n for n in scales if (d.get(n) or {}).get("ok")]
+            if len(full) == len(scales) > 1:
                 d["exponent"] = slope([(n, d[n]["time_s"]) for n in full])
                 d["wall_exponent"] = slope([(n, d[n]["wall_s"]) for n in full])
-            api = [n for n in self.analysis_scales
-                   if ((d.get(n) or {}).get("api") or {}).get("api_s") is not None]
-            if len(api) == len(self.analysis_scales):
+            api = [n for n in scales if ((d.get(n) or {}).get("api") or {}).get("api_s") is not None]
+            if len(api) == len(scales) > 1:
                 d["api_exponent"] = slope([(n, d[n]["api"]["api_s"]) for n in api])
 
     def _has_command(self, name: str) -> bool:
         r = subprocess.run(self.tq + [name, "--help"], capture_output=True, text=True)
         return r.returncode == 0
 
-    def _time_analysis(self, name, store, run, base, startup) -> dict:
+    def _time_analysis(self, name, store, run, base, startup, repeats) -> dict:
         if name == "diff":
             argv = ["diff", base, run]
         elif name == "report":
@@ -421,7 +424,7 @@ class Bench:
             argv = [name, "--run", run]
         env = {**os.environ, "COLUMNS": "200"}
         runs = [measure(self.tq + argv + ["--store", str(store)], cwd=self.work, env=env)
-                for _ in range(self.rep["analyses"])]
+                for _ in range(repeats)]
         res = summarize(runs, self.stat)
         res["cmd"] = " ".join(argv)
         if res.get("ok"):
@@ -432,7 +435,7 @@ class Bench:
             html = self.work / f"report-{run}.html"
             res["bytes"] = html.stat().st_size if html.exists() else None
         else:
-            api = time_api(name, store, run, base, self.rep["analyses"], self.stat)
+            api = time_api(name, store, run, base, repeats, self.stat)
             if api:
                 res["api"] = api
         return res

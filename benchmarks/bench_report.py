@@ -288,6 +288,11 @@ def report(res: dict) -> None:
           f"{res['load_avg_start']}, at end {res['load_avg_end']} (shared machine: other work "
           f"runs beside it); headline = {res['statistic']} of the repeats"
           + ("; QUICK run" if res.get("quick") else ""))
+    busy = max(res["load_avg_start"][0], res["load_avg_end"][0])
+    if busy > (m["cpus"] or 1):
+        print(f"WARNING: the machine was busy (1-min load average up to {busy:.1f} on "
+              f"{m['cpus']} CPUs): wall times, ratios of walls and core utilisation are "
+              "distorted; the CPU-time columns are the steadier view")
     _hta_table(res)
     _growth_table(res)
     _decode_table(res)
@@ -299,3 +304,39 @@ def report(res: dict) -> None:
     rows = [[g["goal"], g["target"], g["measured"],
              {True: "met", False: "NOT met", None: "-"}[g["met"]]] for g in gs]
     print_table("Goals (issue 11; DESIGN §7)", ["goal", "target", "measured", "met?"], rows)
+
+
+def markdown(res: dict) -> str:
+    """The goals table in Markdown (for the README's performance section)."""
+    _ratios(res)
+    lines = ["| goal | target | measured | met? |", "|---|---|---|---|"]
+    for g in goals(res):
+        lines.append(f"| {g['goal']} | {g['target']} | {g['measured']} | "
+                     f"{ {True: 'met', False: '**not met**', None: '-'}[g['met']]} |")
+    return "\n".join(lines)
+
+
+def _int_keys(o):
+    """results.json has the scales as string keys; the tables index them by int."""
+    if isinstance(o, dict):
+        return {(int(k) if isinstance(k, str) and k.isdigit() else k): _int_keys(v)
+                for k, v in o.items()}
+    if isinstance(o, list):
+        return [_int_keys(v) for v in o]
+    return o
+
+
+if __name__ == "__main__":  # the tables (or --markdown: the goals) of a saved run
+    import argparse
+    import json
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description="print the tables of a saved benchmark run")
+    ap.add_argument("results", nargs="?", type=Path,
+                    default=Path(__file__).resolve().parent / "results.json")
+    ap.add_argument("--markdown", action="store_true", help="only the goals, as Markdown")
+    a = ap.parse_args()
+    saved = _int_keys(json.loads(a.results.read_text()))
+    print(markdown(saved) if a.markdown else "", end="\n" if a.markdown else "")
+    if not a.markdown:
+        report(saved)
