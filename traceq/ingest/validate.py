@@ -33,7 +33,7 @@ def representable(expr: pl.Expr) -> pl.Expr:
 
 def _bounds(frames: list[pl.DataFrame]) -> tuple[int, int, int] | None:
     """(lowest start, highest end, margin) of the events kept, in ns (module doc)."""
-    parts = [f.select(pl.col("start_ns").filter(_sane())) for f in frames if f.height]
+    parts = [f.select(pl.col("start_ns").filter(sane())) for f in frames if f.height]
     starts = pl.concat(parts) if parts else pl.DataFrame({"start_ns": []}, schema={"start_ns": pl.Int64})
     if starts.height == 0:
         return None
@@ -61,20 +61,16 @@ def _margin(q25: int, q75: int) -> tuple[int, int, int]:
     return q25 - ABSURD_FACTOR * w, q75 + ABSURD_FACTOR * w, ABSURD_FACTOR * w
 
 
-def sane() -> pl.Expr:
-    """True where `start_ns`/`end_ns` are present, ordered and within ±LIMIT_NS."""
-    return _sane()
-
-
 def keep_expr(bounds: tuple[int, int, int] | None) -> pl.Expr:
     """The rows `check_times` keeps, given the trace's bounds."""
-    keep = _sane()
+    keep = sane()
     if bounds is not None:
         keep = keep & (pl.col("start_ns") >= bounds[0]) & (pl.col("end_ns") <= bounds[1])
     return keep
 
 
-def _sane() -> pl.Expr:
+def sane() -> pl.Expr:
+    """True where `start_ns`/`end_ns` are present, ordered and within ±LIMIT_NS."""
     s, e = pl.col("start_ns"), pl.col("end_ns")
     return (s.is_not_null() & e.is_not_null() & (e >= s)
             & (s.abs() <= LIMIT_NS) & (e.abs() <= LIMIT_NS)).fill_null(False)
