@@ -216,17 +216,23 @@ class _RawWriter:
         if self.rows >= _ROW_GROUP:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, final: bool = False) -> None:
+        """Write whole row groups of `_ROW_GROUP` rows (and the rest too when `final`)."""
         if not self.pending:
             return
+        t = pa.Table.from_batches(self.pending, RAW_SCHEMA)
+        n = t.num_rows if final else t.num_rows - t.num_rows % _ROW_GROUP
         if self.writer is None:
             # a scratch file read back at once: no compression, dictionaries for text only
             self.writer = pq.ParquetWriter(self.path, RAW_SCHEMA, compression="none", use_dictionary=_RAW_TEXT)
-        self.writer.write_table(pa.Table.from_batches(self.pending, RAW_SCHEMA), row_group_size=1 << 30)
-        self.pending, self.rows = [], 0
+        if n:
+            self.writer.write_table(t.slice(0, n), row_group_size=_ROW_GROUP)
+        rest = t.slice(n).combine_chunks() if n < t.num_rows else None
+        self.pending = rest.to_batches() if rest is not None else []
+        self.rows = t.num_rows - n
 
     def close(self) -> list[Path]:
-        self.flush()
+        self.flush(final=True)
         if self.writer is None:
             return []
         self.writer.close()

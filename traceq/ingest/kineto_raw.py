@@ -2,7 +2,8 @@
 translating it into the canonical tables (issue 11: streaming, bounded-memory ingest).
 
 Decoding (the text of the file -> rows) writes the events as Parquet *parts* with exactly
-`RAW_SCHEMA`, in file order, in a scratch folder; translation (routing by category, ns
+`RAW_SCHEMA`, in file order, in a scratch folder (row groups of at most ~64 k rows:
+translation reads one row group at a time); translation (routing by category, ns
 times, validation, B/E pairing, launch linking, classification) reads those parts back.
 Two decoders produce the same rows for the same input:
 

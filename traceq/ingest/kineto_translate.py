@@ -74,10 +74,19 @@ OpenTable = Callable[[str], "object"]   # table name -> a writer with .write(pa.
 
 # ------------------------------------------------------------------ rows
 def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """The raw rows in file order, `_TCHUNK` at a time."""
+    """The raw rows in file order, a row group (at most `_TCHUNK` rows) at a time. Polars
+    reads each slice on its own: less memory than pyarrow's batch reader, which buffers."""
     for part in parts:
-        for batch in pq.ParquetFile(part).iter_batches(batch_size=_TCHUNK, columns=columns):
-            yield pl.from_arrow(batch)
+        meta = pq.read_metadata(part)
+        lazy = pl.scan_parquet(part)
+        if columns is not None:
+            lazy = lazy.select(columns)
+        at = 0
+        for i in range(meta.num_row_groups):
+            n = meta.row_group(i).num_rows
+            for lo in range(0, n, _TCHUNK):
+                yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect()
+            at += n
 
 
 def _routes(ev: pl.DataFrame) -> pl.Series:
