@@ -197,3 +197,12 @@ def test_a_document_the_windows_cannot_cut_is_decoded_whole(small_chunks, tmp_pa
     assert sorted(whole["host_ops"].column("name").to_pylist()) == sorted(
         e["name"] for e in [big, *events] if isinstance(e, dict) and e.get("cat") in ("cpu_op", "cuda_runtime")
         and e["name"] not in ("absurd", "inverted"))
+
+
+def test_event_boundaries_inside_strings_never_cut_a_window(small_chunks, tmp_path):
+    # names full of `}, {` (what an event boundary looks like): every candidate cut inside them fails
+    names = [f"op{i}" + "}, {" * 40 for i in range(200)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": HOST, "tid": HOST, "ts": 1000 + 10 * i, "dur": 5}
+              for i, n in enumerate(names)]
+    path = write_trace(tmp_path / "t.json", events)
+    assert kineto.read(path).tables["host_ops"].column("name").to_pylist() == names

@@ -372,31 +372,15 @@ def _decode_windows(mm: mmap.mmap, source: Path, out: _RawWriter):
     prog = _Progress(mm, out)
     pos, width = _skip_ws(mm, begin, n), _WINDOW
     while pos + width < n:   # the middle: cut windows at event boundaries
-        for tries, (cut, nxt) in enumerate(_cuts(mm, pos, pos + width)):
-            if tries == _CUT_TRIES:
-                break
-            buf = _join(mm, pos, cut)
-            evs, raws = _try_list(buf)
-            if evs is not None or raws is not None:
-                prog.take(evs, raws, buf, nxt)
-                pos, width = nxt, _WINDOW
-                break
-        else:
+        nxt = _take_window(mm, pos, pos + width, prog)
+        if nxt is None:
             width *= 2   # no boundary found: one event larger than the window, or a malformed middle
             if width > _MAX_WINDOW:
                 return None
-    while True:   # the end: events up to the last boundary, then the list's closing `]`
-        for tries, (cut, nxt) in enumerate(_cuts(mm, pos, n)):
-            if tries == _CUT_TRIES:
-                break
-            buf = _join(mm, pos, cut)
-            evs, raws = _try_list(buf)
-            if evs is not None or raws is not None:
-                prog.take(evs, raws, buf, nxt)
-                pos = nxt
-                break
         else:
-            break
+            pos, width = nxt, _WINDOW
+    while (nxt := _take_window(mm, pos, n, prog)) is not None:   # the end: up to the last boundary
+        pos = nxt
     close = mm.find(b"]", pos)
     for _ in range(_CLOSE_TRIES):
         if close < 0:
@@ -411,6 +395,21 @@ def _decode_windows(mm: mmap.mmap, source: Path, out: _RawWriter):
             return meta, prog.n_items, prog.not_objects, prog.first, warnings
         close = mm.find(b"]", close + 1)
     return _recover_end(mm, pos, begin, source, prog)
+
+
+def _take_window(mm: mmap.mmap, pos: int, hi: int, prog: _Progress) -> int | None:
+    """Decode the events from `pos` up to the last event boundary before `hi` that makes
+    them a valid JSON list (`_CUT_TRIES` boundaries tried); the start of the next event, or
+    None when no boundary was found."""
+    for tries, (cut, nxt) in enumerate(_cuts(mm, pos, hi)):
+        if tries == _CUT_TRIES:
+            return None
+        buf = _join(mm, pos, cut)
+        evs, raws = _try_list(buf)
+        if evs is not None or raws is not None:
+            prog.take(evs, raws, buf, nxt)
+            return nxt
+    return None
 
 
 def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, before: bytes):
