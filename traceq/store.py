@@ -158,37 +158,67 @@ class Store:
         except OSError as exc:
             raise TraceqError(f"cannot create store ({exc.strerror})", self.path) from None
 
-    def stage(self, data: RankData) -> Staged:
-        """Write the rank's tables (with run/rank columns) to a fresh staging folder.
-        A write that fails (full disk, read-only store) removes the folder and says so."""
+    def stage(self, data: RankData, fill=None) -> Staged:
+        """Write the rank's tables (with run/rank columns) to a fresh staging folder: the
+        tables of `data`, or what `fill(open_table)` writes piece by piece (a streaming
+        reader, see `Parsed.fill`; `open_table(name)` gives a `TableWriter`). A write that
+        fails (full disk, read-only store), or a `fill` that raises, removes the folder."""
         self._ensure()
         sdir = self.path / ".staging" / uuid.uuid4().hex
         try:
             sdir.mkdir()
-            return self._stage_into(sdir, data)
+            return self._stage_into(sdir, data) if fill is None else self._stage_filled(sdir, data, fill)
         except OSError as exc:
             shutil.rmtree(sdir, ignore_errors=True)
             raise _write_error(exc, self.path) from None
+        except BaseException:
+            shutil.rmtree(sdir, ignore_errors=True)
+            raise
+
+    @contextlib.contextmanager
+    def scratch(self):
+        """A scratch folder in the staging area for one reader (raw parts, an inflated .gz),
+        on the store's file system (shared with Dask workers); removed in every case."""
+        self._ensure()
+        d = self.path / ".staging" / f"{uuid.uuid4().hex}.scratch"
+        try:
+            d.mkdir()
+        except OSError as exc:
+            raise _write_error(exc, self.path) from None
+        try:
+            yield d
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def _stage_into(self, sdir: Path, data: RankData) -> Staged:
         tables = {table: schema.conform(table, data.tables.get(table)) for table in schema.TABLES}
         counts = {table: t.num_rows for table, t in tables.items()}
 
         def write(table: str) -> None:
-            t = tables[table]
-            n = t.num_rows
-            t = t.add_column(0, "rank", pa.array(np.full(n, data.rank, dtype=np.int32)))
-            t = t.add_column(0, "run", pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n, dtype=np.int32)), pa.array([data.run], pa.string())))
-            text = [f.name for f in t.schema if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
-            # zstd level 1 + dictionaries on text only: 2x faster to write than the defaults, smaller files
-            pq.write_table(t, sdir / f"{table}.parquet", compression="zstd", compression_level=1,
-                           use_dictionary=text, row_group_size=1 << 18)
+            t = _with_run_rank_columns(tables[table], data.run, data.rank)
+            pq.write_table(t, sdir / f"{table}.parquet", **_WRITE_OPTIONS, use_dictionary=_text_columns(t.schema),
+                           row_group_size=ROW_GROUP)
 
         todo = [table for table, n in counts.items() if n]
         with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:   # pyarrow writes without the GIL
             list(pool.map(write, todo))
         return Staged(data, sdir, {table: f"{table}.parquet" for table in todo}, counts)
+
+    def _stage_filled(self, sdir: Path, data: RankData, fill) -> Staged:
+        writers: dict[str, TableWriter] = {}
+
+        def open_table(table: str) -> TableWriter:
+            if table not in writers:
+                writers[table] = TableWriter(sdir / f"{table}.parquet", table, data.run, data.rank)
+            return writers[table]
+
+        try:
+            fill(open_table)
+        finally:
+            for w in writers.values():
+                w.close()
+        counts = {table: writers[table].rows if table in writers else 0 for table in schema.TABLES}
+        return Staged(data, sdir, {table: f"{table}.parquet" for table, n in counts.items() if n}, counts)
 
     @contextlib.contextmanager
     def _locked(self):
@@ -306,6 +336,66 @@ class Store:
                 with contextlib.suppress(OSError):
                     if datetime.now().timestamp() - d.stat().st_mtime > 3600:
                         shutil.rmtree(d, ignore_errors=True)
+
+
+ROW_GROUP = 1 << 18
+STREAM_ROW_GROUP = 1 << 16
+# zstd level 1 + dictionaries on text only: 2x faster to write than the defaults, smaller files
+_WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}
+
+
+def _text_columns(s: pa.Schema) -> list[str]:
+    return [f.name for f in s if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
+
+
+def _with_run_rank_columns(t: pa.Table, run: str, rank: int) -> pa.Table:
+    """The table as stored: `run` (dictionary), `rank` (int32), then the schema's columns."""
+    n = t.num_rows
+    t = t.add_column(0, "rank", pa.array(np.full(n, rank, dtype=np.int32)))
+    return t.add_column(0, "run", pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
+                                                                 pa.array([run], pa.string())))
+
+
+class TableWriter:
+    """One staged table file written piece by piece (a streaming reader): each piece is
+    conformed to the table's schema and gets the run/rank columns; the file has the layout
+    of `Store.stage`'s but smaller row groups (STREAM_ROW_GROUP rows: less held in memory).
+    No file until the first row."""
+
+    def __init__(self, path: Path, table: str, run: str, rank: int):
+        self.path, self.table, self.run, self.rank = path, table, run, rank
+        self.rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    def write(self, t: pa.Table) -> None:
+        t = schema.conform(self.table, t)
+        if t.num_rows == 0:
+            return
+        self._pending.append(_with_run_rank_columns(t, self.run, self.rank))
+        self._pending_rows += t.num_rows
+        self.rows += t.num_rows
+        if self._pending_rows >= STREAM_ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        t = pa.concat_tables(self._pending)
+        self._pending, self._pending_rows = [], 0
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, t.schema, **_WRITE_OPTIONS,
+                                            use_dictionary=_text_columns(t.schema))
+        self._writer.write_table(t, row_group_size=1 << 30)
+
+    def close(self) -> None:
+        try:
+            self._flush()
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
 
 
 def _write_error(exc: OSError, path: Path) -> TraceqError:

@@ -1,6 +1,7 @@
 """Ingest source files into the store: sniff the format, translate, stage, commit.
 
-Readers are pure translators (`read(path) -> Parsed`, see `common.Parsed`); this module
+Readers are pure translators (`read(path) -> Parsed`, see `common.Parsed`; the Kineto reader
+`read(path, scratch)` streams its tables into the staging area instead); this module
 owns what is common: format sniffing, run/rank naming, sha256 idempotency, parallel
 parsing of the ranks of a directory, and the all-or-nothing commit to the store.
 """
@@ -136,30 +137,51 @@ class _Job:
     sha256: str
 
 
+def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
+    """Translate one file. Kineto streams: it decodes into `scratch` and writes its tables
+    when staged (`Parsed.fill`); the other readers return their tables."""
+    if fmt == "kineto":
+        from .kineto import read
+
+        return read(path, scratch)
+    return _reader(fmt)(path)
+
+
 def _parse_and_stage(store_path: str, job: _Job) -> Staged:
     """Worker: read one file and write its tables to the store's staging area."""
     fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
-    parsed = _reader(fmt)(job.path)
+    store = Store(store_path)
+    with store.scratch() as scratch:
+        parsed = _read(fmt, job.path, scratch)
+        rank, late = _rank(job, parsed)
+        data = RankData(
+            run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
+            source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,
+            world_size=parsed.world_size, host=parsed.host, devices=parsed.devices,
+            clock_offset_ns=parsed.clock_offset_ns, labels={**parsed.labels, **job.labels}, warnings=parsed.warnings,
+        )
+        staged = store.stage(data, fill=parsed.fill)
+    staged.data.warnings.extend(late)   # after the reader's own, which a streaming reader adds while staged
+    staged.data.tables = {}   # already on disk; do not ship tables back to the parent
+    return staged
+
+
+def _rank(job: _Job, parsed: Parsed) -> tuple[int | None, list[str]]:
+    """The rank of the file (`--rank`, what the file says, its name), and warnings about
+    values ignored; `parsed.world_size` is cleared when out of range."""
+    warnings: list[str] = []
     rank = job.rank if job.rank is not None else parsed.rank
     if rank is not None and not 0 <= rank < MAX_RANK:
-        parsed.warnings.append(f"ignored rank {rank} written in the file (not in 0..{MAX_RANK - 1})")
+        warnings.append(f"ignored rank {rank} written in the file (not in 0..{MAX_RANK - 1})")
         rank = None
     if parsed.world_size is not None and not 0 < parsed.world_size <= MAX_RANK:
-        parsed.warnings.append(f"ignored world size {parsed.world_size} written in the file")
+        warnings.append(f"ignored world size {parsed.world_size} written in the file")
         parsed.world_size = None
     if rank is None:
         rank = rank_from_filename(job.path)
     if rank is not None and not 0 <= rank < MAX_RANK:
         raise BadInput(f"rank {rank} is out of range (0..{MAX_RANK - 1})", job.path)
-    data = RankData(
-        run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
-        source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,
-        world_size=parsed.world_size, host=parsed.host, devices=parsed.devices,
-        clock_offset_ns=parsed.clock_offset_ns, labels={**parsed.labels, **job.labels}, warnings=parsed.warnings,
-    )
-    staged = Store(store_path).stage(data)
-    staged.data.tables = {}   # already on disk; do not ship tables back to the parent
-    return staged
+    return rank, warnings
 
 
 def ingest(

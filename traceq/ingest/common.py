@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
@@ -14,6 +15,10 @@ class Parsed:
 
     `rank` is what the file itself says (None if it says nothing); the dispatcher applies
     `--rank` and the file-name fallback.
+
+    A reader that streams its tables (Kineto) leaves `tables` empty and sets `fill`:
+    `fill(open_table)` writes each table piece by piece through `open_table(name).write(t)`
+    (see `Store.stage`), and appends its late warnings to `warnings`.
     """
 
     tables: dict[str, pa.Table]
@@ -26,6 +31,7 @@ class Parsed:
     clock_offset_ns: int = 0
     warnings: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)   # run labels the file itself states (mila results)
+    fill: Callable | None = None
 
 
 _RANK_PATTERNS = [

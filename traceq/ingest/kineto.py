@@ -7,32 +7,45 @@ pids/tids (`"stream 7"`, `"1890023232"`, ROCm hex `"0x0"`); `External id`/`exter
 `B`/`E` pairs; spans still open at capture end (`args.finished == "false"`); files cut
 mid-event by a crashed writer (every complete event is kept, with a warning).
 
-Speed/memory: the file is parsed once by msgspec into raw event slices (no Python
-objects per field), then decoded in chunks of typed structs that are turned into Arrow
-columns and dropped, so peak memory stays near the size of the JSON text. Everything
-after that (routing by category, ns conversion, launch linking) is vectorised in polars.
+Two halves meet at the raw event relation (`kineto_raw`, issue 11): decoding (this module)
+writes every event of the file as Parquet *raw parts* in a scratch folder, and translation
+(`kineto_translate`) reads them back chunk by chunk and writes the canonical tables into the
+store's staging folder. Memory stays bounded whatever the trace size: the file (a .gz is
+inflated into a scratch file first) is memory-mapped and decoded window by window (a few MB
+of text, cut at validated event boundaries, decoded by msgspec into typed structs, turned into
+Arrow columns, written as a row group), and the mapped pages of each window are released
+once decoded. Files the window decoder cannot cut (no `traceEvents` list, odd documents, a
+malformed middle) are decoded whole, as before; a file cut at its end keeps every complete
+event, with a warning.
 """
 from __future__ import annotations
 
 import mmap
 import os
 import re
+import shutil
+import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Union
 
 import msgspec
 import numpy as np
-import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from ..categories import classify
 from ..errors import BadInput
-from .common import Parsed, nesting_depth
-from .validate import LIMIT_NS, check_times, fmt_value, representable
+from .common import Parsed
+from .kineto_raw import RAW_SCHEMA, Decoded
+from .validate import LIMIT_NS, fmt_value
 
 Num = Union[int, float, str, None]
-_CHUNK = 16384
+Text = Union[str, int, float, None]
+_CHUNK = 16384          # events per typed decode (the slice path) and per `_columns` call
+_WINDOW = 8 << 20       # bytes of JSON text decoded at once by the window decoder
+_MAX_WINDOW = 64 << 20  # a window that cannot be cut below this size: decode the document whole
+_ROW_GROUP = 1 << 16    # rows per row group of a raw part
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -51,6 +64,12 @@ class _Args(msgspec.Struct, gc=False):
     in_nelems: Num = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Num = msgspec.field(default=None, name="Out msg nelems")
     dtype: Union[str, None] = None
+    # collective identity (PyTorch >= 2.1, NCCL kernels and record_param_comms)
+    collective: Text = msgspec.field(default=None, name="Collective name")
+    pg_name: Text = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Text = msgspec.field(default=None, name="Process Group Description")
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    seq: Num = msgspec.field(default=None, name="Seq")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -86,41 +105,23 @@ class _Trace(msgspec.Struct, gc=False):
 _EVENTS = msgspec.json.Decoder(list[_Event])
 _ANY_LIST = msgspec.json.Decoder(list[Any])
 
-# category (lower-cased) -> (table, kind)
-# Device activity of other accelerators goes to gpu_ops too: MTIA's on-device events are
-# `mtia_ccp_events` (Kineto MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and
-# GPU-event patterns list it). Their device is the trace pid ("MTIA 9"), their stream the tid
-# when args carry none; `_MTIA_KIND` refines the kind by name.
-_GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync",
-             "mtia_ccp_events": "kernel"}
-# MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
-# `event_wait`/`event_record` (stream-event waits and markers); the rest are kernels
-_MTIA_KIND = ((r"^dma", "memcpy"), (r"^event_(wait|record)$", "sync"))
-_HOST_KIND = {"cuda_runtime": "runtime", "runtime": "runtime", "xpu_runtime": "runtime",
-              "mtia_runtime": "runtime", "privateuse1_runtime": "runtime", "glow_runtime": "runtime",
-              "cuda_driver": "driver", "xpu_driver": "driver",
-              "cpu_op": "cpu_op", "operator": "cpu_op", "python_function": "python"}
-_REGION_CATS = ("user_annotation", "gpu_user_annotation")
-SYNC_APIS = r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent"
-_STEP = r"^ProfilerStep#(\d+)$"
-_DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
 
-
-# ------------------------------------------------------------------ file -> buffer
-def _open_buffer(path: Path) -> mmap.mmap:
-    """The JSON text as a memory map: the file itself, or a .gz decompressed into anonymous
-    memory. Mapped pages can be released chunk by chunk once decoded (see `_release`)."""
+# ------------------------------------------------------------------ file -> text map
+def _open_text(path: Path, workdir: Path) -> tuple[Path, mmap.mmap]:
+    """The JSON text as a memory map, and the file it maps: the file itself, or for a .gz a
+    plain file inflated into `workdir` (streaming, with the bomb limits below). The mapped
+    pages are released window by window as they are decoded (see `_release`)."""
     try:
         with open(path, "rb") as f:
-            magic = f.read(2)
-            f.seek(0)
-            if magic != b"\x1f\x8b":
-                size = os.fstat(f.fileno()).st_size
-                if size == 0:
-                    raise BadInput("empty file", path)
-                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            return _gunzip_to_map(f, path)
+            if f.read(2) == b"\x1f\x8b":
+                f.seek(0)
+                text_path = _gunzip_to_file(f, path, workdir / "inflated.json")
+            else:
+                text_path = path
+        with open(text_path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise BadInput("empty file", path)
+            return text_path, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise BadInput(exc.strerror or str(exc), path) from None
 
@@ -133,45 +134,39 @@ MAX_RATIO = 200
 RATIO_FLOOR = 256 << 20
 
 
-def _gunzip_to_map(f, path: Path) -> mmap.mmap:
+def _gunzip_to_file(f, path: Path, out_path: Path) -> Path:
+    """Inflate the .gz `f` into `out_path` piece by piece (never the whole text in memory)."""
     compressed = os.fstat(f.fileno()).st_size
-    f.seek(-4, os.SEEK_END)
-    hint = int.from_bytes(f.read(4), "little") or (1 << 20)   # ISIZE: size mod 2**32
-    f.seek(0)
     limit = max(RATIO_FLOOR, MAX_RATIO * compressed)
-    mm = mmap.mmap(-1, max(min(hint, limit), 1 << 16))
     d = zlib.decompressobj(wbits=47)
     pos, seen_event, tail = 0, False, b""
     try:
-        while chunk := f.read(1 << 22):
-            while chunk:
-                out = d.decompress(chunk, 1 << 24)
-                if not seen_event:   # an event has a "ph" key; look across chunk borders too
-                    seen_event = b'"ph"' in tail + out[:8] or b'"ph"' in out
-                    tail = out[-8:]
-                    if not seen_event and pos + len(out) > NO_EVENT_LIMIT:
-                        raise BadInput(f"no trace events in the first {NO_EVENT_LIMIT >> 20} MB of decompressed "
-                                       f"data ({compressed / 1e6:.1f} MB compressed): not a trace, refused", path)
-                if pos + len(out) > limit:
-                    raise BadInput(f"expands beyond {limit >> 20} MB ({MAX_RATIO}x its compressed size "
-                                   f"{compressed / 1e6:.1f} MB): not a plausible trace, refused", path)
-                chunk = d.unconsumed_tail
-                if d.eof and d.unused_data:            # concatenated gzip members
-                    chunk = d.unused_data + chunk
-                    d = zlib.decompressobj(wbits=47)
-                if pos + len(out) > len(mm):
-                    mm.resize(max(2 * len(mm), pos + len(out)))
-                mm[pos:pos + len(out)] = out
-                pos += len(out)
+        with open(out_path, "wb") as out_f:
+            while chunk := f.read(1 << 22):
+                while chunk:
+                    out = d.decompress(chunk, 1 << 24)
+                    if not seen_event:   # an event has a "ph" key; look across chunk borders too
+                        seen_event = b'"ph"' in tail + out[:8] or b'"ph"' in out
+                        tail = out[-8:]
+                        if not seen_event and pos + len(out) > NO_EVENT_LIMIT:
+                            raise BadInput(f"no trace events in the first {NO_EVENT_LIMIT >> 20} MB of decompressed "
+                                           f"data ({compressed / 1e6:.1f} MB compressed): not a trace, refused", path)
+                    if pos + len(out) > limit:
+                        raise BadInput(f"expands beyond {limit >> 20} MB ({MAX_RATIO}x its compressed size "
+                                       f"{compressed / 1e6:.1f} MB): not a plausible trace, refused", path)
+                    chunk = d.unconsumed_tail
+                    if d.eof and d.unused_data:            # concatenated gzip members
+                        chunk = d.unused_data + chunk
+                        d = zlib.decompressobj(wbits=47)
+                    out_f.write(out)
+                    pos += len(out)
     except zlib.error as exc:
         raise BadInput(f"corrupt .gz file ({exc})", path) from None
     if not d.eof:
         raise BadInput("truncated .gz file (compressed stream ends early)", path)
     if pos == 0:
         raise BadInput("empty file", path)
-    if pos != len(mm):
-        mm.resize(pos)
-    return mm
+    return out_path
 
 
 def _trim_heap() -> None:
@@ -196,6 +191,334 @@ def _release(mm: mmap.mmap, base: int, upto: int, done: int) -> int:
         mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
         return hi
     return done
+
+
+# ------------------------------------------------------------------ raw parts
+_RAW_TEXT = [f.name for f in RAW_SCHEMA if pa.types.is_string(f.type)]
+
+
+class _RawWriter:
+    """The raw parts of one decode (`kineto_raw.RAW_SCHEMA`): the kept events of each decoded
+    piece become Arrow columns at once, and every `_ROW_GROUP` rows a row group of the part."""
+
+    def __init__(self, workdir: Path):
+        self.path = Path(workdir) / "raw-0000.parquet"
+        self.writer: pq.ParquetWriter | None = None
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def add(self, evs: list) -> None:
+        for i in range(0, len(evs), _CHUNK):
+            kept = [e for e in evs[i:i + _CHUNK] if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
+            if kept:
+                self.pending.append(pa.RecordBatch.from_pydict(_columns(kept, True), schema=RAW_SCHEMA))
+                self.rows += len(kept)
+        if self.rows >= _ROW_GROUP:
+            self.flush()
+
+    def flush(self, final: bool = False) -> None:
+        """Write whole row groups of `_ROW_GROUP` rows (and the rest too when `final`)."""
+        if not self.pending:
+            return
+        t = pa.Table.from_batches(self.pending, RAW_SCHEMA)
+        n = t.num_rows if final else t.num_rows - t.num_rows % _ROW_GROUP
+        if self.writer is None:
+            # a scratch file read back at once: no compression, dictionaries for text only
+            self.writer = pq.ParquetWriter(self.path, RAW_SCHEMA, compression="none", use_dictionary=_RAW_TEXT)
+        if n:
+            self.writer.write_table(t.slice(0, n), row_group_size=_ROW_GROUP)
+        rest = t.slice(n).combine_chunks() if n < t.num_rows else None
+        self.pending = rest.to_batches() if rest is not None else []
+        self.rows = t.num_rows - n
+
+    def close(self) -> list[Path]:
+        self.flush(final=True)
+        if self.writer is None:
+            return []
+        self.writer.close()
+        return [self.path]
+
+    def discard(self) -> None:
+        self.pending, self.rows = [], 0
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.path.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------ text -> raw parts
+def _decode(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> Decoded:
+    """Decode the JSON text `mm` (of the file `text_path`; `source` names the file in errors)
+    into raw parts in `workdir`. Window by window when the document lets itself be cut (a
+    `traceEvents` list, or a bare list, of events), else whole (`_decode_whole`)."""
+    out = _RawWriter(workdir)
+    try:
+        got = _decode_windows(mm, source, out)
+        if got is None:
+            out.discard()
+            got = _decode_whole(mm, source, out)
+        meta, n_items, not_objects, first, warnings = got
+        return Decoded(out.close(), meta, n_items, not_objects, first, warnings)
+    except BaseException:
+        out.discard()
+        raise
+
+
+_WS = frozenset(b" \t\r\n")
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_CUT_TRIES = 4       # event boundaries tried per window before the window grows
+_CLOSE_TRIES = 64    # `]` tried as the end of the event list
+
+
+def _skip_ws(mm, i: int, n: int) -> int:
+    while i < n and mm[i] in _WS:
+        i += 1
+    return i
+
+
+def _events_begin(mm: mmap.mmap, s: int, head: bytes) -> int | None:
+    """Offset just after the `[` that opens the event list: a bare list, or the value of a
+    top-level "traceEvents" key (a key is top-level when the text before it, closed by
+    `"traceEvents":[]}`, is a valid JSON object). None when there is no such list."""
+    if head == b"[":
+        return s + 1
+    if head != b"{":
+        return None
+    n, at = len(mm), s
+    for _ in range(8):
+        idx = mm.find(b'"traceEvents"', at)
+        if idx < 0:
+            return None
+        at = idx + 13
+        j = _skip_ws(mm, at, n)
+        if j < n and mm[j] == 0x3A:   # ':'
+            j = _skip_ws(mm, j + 1, n)
+            if j < n and mm[j] == 0x5B:   # '['
+                try:
+                    msgspec.json.decode(bytes(mm[s:idx]) + b'"traceEvents":[]}', type=dict[str, msgspec.Raw])
+                    return j + 1
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    pass
+    return None
+
+
+def _try_list(buf) -> tuple[list | None, list | None]:
+    """(typed events, None) or (None, raw slices) when `buf` is a JSON list; (None, None) when not."""
+    try:
+        return _EVENTS.decode(buf), None
+    except msgspec.ValidationError:   # odd types somewhere: is it a list at all?
+        try:
+            return None, _RAWS.decode(buf)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None, None
+    except msgspec.DecodeError:
+        return None, None
+
+
+def _cuts(mm: mmap.mmap, lo: int, hi: int):
+    """Candidate event boundaries in [lo, hi), last first: (end of an object, start of the next),
+    i.e. `}` `,` `{` with only whitespace between them."""
+    n = len(mm)
+    i = mm.rfind(b"}", lo, hi)
+    while i > lo:
+        j = _skip_ws(mm, i + 1, n)
+        if j < n and mm[j] == 0x2C:   # ','
+            j = _skip_ws(mm, j + 1, n)
+            if j < n and mm[j] == 0x7B:   # '{'
+                yield i + 1, j
+        i = mm.rfind(b"}", lo, i)
+
+
+def _join(mm: mmap.mmap, lo: int, hi: int) -> bytes:
+    return b"".join((b"[", memoryview(mm)[lo:hi], b"]"))
+
+
+class _Progress:
+    """Counts of a window decode, and where its mapped pages are released up to."""
+
+    def __init__(self, mm: mmap.mmap, out: _RawWriter):
+        self.mm, self.out = mm, out
+        self.n_items = self.not_objects = 0
+        self.first: bytes | None = None
+        self.released = 0
+
+    def take(self, evs: list | None, raws: list | None, buf: bytes, upto: int) -> None:
+        if self.first is None:
+            raws = raws if raws is not None else _RAWS.decode(buf)
+            self.first = bytes(raws[0])[:4096] if raws else None
+        if evs is not None:
+            self.n_items += len(evs)
+            self.out.add(evs)
+        else:
+            self.n_items += len(raws)
+            self.not_objects += _decode_slices(raws, self.out)
+        self.released = _release(self.mm, 0, upto, self.released)
+
+
+def _decode_windows(mm: mmap.mmap, source: Path, out: _RawWriter):
+    """Decode the event list window by window: each window of about `_WINDOW` bytes is cut
+    at the last event boundary that makes it a valid JSON list (tried by msgspec, so a `},{`
+    inside a string never cuts), decoded, written and released. The list's end, and the
+    metadata around it, are found at the end. None when the document is not cut this way
+    (then it is decoded whole, as before)."""
+    n = len(mm)
+    head = bytes(mm[:4096]).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if not head:
+        raise BadInput("empty file", source)
+    s0 = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
+    begin = _events_begin(mm, _skip_ws(mm, s0, n), head)
+    if begin is None:
+        return None
+    prog = _Progress(mm, out)
+    pos, width = _skip_ws(mm, begin, n), _WINDOW
+    while pos + width < n:   # the middle: cut windows at event boundaries
+        nxt = _take_window(mm, pos, pos + width, prog)
+        if nxt is None:
+            width *= 2   # no boundary found: one event larger than the window, or a malformed middle
+            if width > _MAX_WINDOW:
+                return None
+        else:
+            pos, width = nxt, _WINDOW
+    while (nxt := _take_window(mm, pos, n, prog)) is not None:   # the end: up to the last boundary
+        pos = nxt
+    close = mm.find(b"]", pos)
+    for _ in range(_CLOSE_TRIES):
+        if close < 0:
+            break
+        buf = _join(mm, pos, close)
+        evs, raws = _try_list(buf)
+        if evs is not None or raws is not None:
+            if evs or raws:
+                prog.take(evs, raws, buf, close)
+            skeleton = bytes(mm[s0:begin]) + bytes(mm[close:])
+            meta, warnings = _parse_skeleton(skeleton, head, source, prog.n_items, mm[:begin])
+            return meta, prog.n_items, prog.not_objects, prog.first, warnings
+        close = mm.find(b"]", close + 1)
+    return _recover_end(mm, pos, begin, source, prog)
+
+
+def _take_window(mm: mmap.mmap, pos: int, hi: int, prog: _Progress) -> int | None:
+    """Decode the events from `pos` up to the last event boundary before `hi` that makes
+    them a valid JSON list (`_CUT_TRIES` boundaries tried); the start of the next event, or
+    None when no boundary was found."""
+    for tries, (cut, nxt) in enumerate(_cuts(mm, pos, hi)):
+        if tries == _CUT_TRIES:
+            return None
+        buf = _join(mm, pos, cut)
+        evs, raws = _try_list(buf)
+        if evs is not None or raws is not None:
+            prog.take(evs, raws, buf, nxt)
+            return nxt
+    return None
+
+
+def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, before: bytes):
+    """The document's metadata: the document with its event list emptied, read as the whole
+    document was before (odd metadata types, a malformed end). Returns (meta, warnings)."""
+    warnings: list[str] = []
+    try:
+        if head == b"[":
+            msgspec.json.decode(skeleton, type=list[msgspec.Raw])
+            return _Trace(), warnings
+        trace = msgspec.json.decode(skeleton, type=_Trace)
+    except msgspec.ValidationError:
+        trace = _parse_loose(skeleton, source, warnings)
+    except msgspec.DecodeError:
+        warnings.append(f"file is truncated or malformed after {n_items} complete events; "
+                        "ingested those (was the writer killed?)")
+        return _recover_meta(before), warnings
+    if trace.traceEvents is None:
+        raise BadInput(_what_object(skeleton), source)
+    trace.traceEvents = None
+    return trace, warnings
+
+
+def _recover_end(mm: mmap.mmap, pos: int, begin: int, source: Path, prog: _Progress):
+    """The event list does not end: a file cut by a killed writer. Keep the complete events
+    of the rest (ijson, on the last window only), with a warning; a list that does end after
+    all (a rest that could not be cut) is decoded whole instead (None)."""
+    items, closed = _complete_items(b"[" + bytes(mm[pos:]))
+    if closed:
+        return None
+    if items:
+        raws = [msgspec.Raw(msgspec.json.encode(it)) for it in items]
+        prog.take(None, raws, b"", pos)
+    if prog.n_items == 0:
+        raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", source)
+    warnings = [f"file is truncated or malformed after {prog.n_items} complete events; "
+                "ingested those (was the writer killed?)"]
+    return _recover_meta(mm[:begin]), prog.n_items, prog.not_objects, prog.first, warnings
+
+
+def _complete_items(text: bytes) -> tuple[list, bool]:
+    """The complete items of the JSON list `text` up to its first error, and whether the list
+    was closed."""
+    import io
+
+    import ijson
+
+    items: list = []
+    builder = None
+    try:
+        for prefix, event, value in ijson.parse(io.BytesIO(text), use_float=True):
+            if prefix == "":
+                if event == "end_array":
+                    return items, True
+                continue
+            if builder is None:
+                builder = ijson.ObjectBuilder()
+            builder.event(event, value)
+            if prefix == "item" and event not in ("start_map", "map_key", "start_array"):
+                items.append(builder.value)
+                builder = None
+    except (ijson.JSONError, ijson.IncompleteJSONError, ValueError, RecursionError):
+        pass
+    return items, False
+
+
+def _decode_whole(mm: mmap.mmap, source: Path, out: _RawWriter):
+    """The document in one piece (documents the window decoder does not cut): split into
+    raw event slices, then decoded chunk by chunk, releasing slices and pages as it goes."""
+    trace, raws, warnings = _parse_outer(mm, source)
+    trace.traceEvents = None
+    n_items = len(raws)
+    first = bytes(raws[0])[:4096] if n_items else None
+    recovered = bool(warnings)   # recovered slices are copies, not views of `mm`
+    not_objects = _decode_slices(raws, out, None if recovered else mm)
+    del raws
+    _trim_heap()
+    return trace, n_items, not_objects, first, warnings
+
+
+def _decode_chunk(chunk: list[msgspec.Raw]) -> tuple[list, int]:
+    """Typed structs of a chunk of raw slices (odd types: coerced one by one), and how many
+    of its items are not JSON objects (None in the list)."""
+    try:
+        return _EVENTS.decode(b"[" + b",".join(chunk) + b"]"), 0
+    except msgspec.ValidationError:
+        evs = _coerce_chunk(chunk)
+        return evs, sum(e is None for e in evs)
+
+
+def _decode_slices(raws: list[msgspec.Raw], out: _RawWriter, mm: mmap.mmap | None = None) -> int:
+    """Decode raw event slices chunk by chunk into `out`; returns the count of items that are
+    not JSON objects. Each chunk's slices and (when the slices are views of `mm`) its mapped
+    pages are released once decoded."""
+    not_objects = 0
+    base = _address(mm) if mm is not None else 0
+    done = 0
+    for i in range(0, len(raws), _CHUNK):
+        chunk = raws[i:i + _CHUNK]
+        evs, bad = _decode_chunk(chunk)
+        not_objects += bad
+        out.add(evs)
+        if mm is not None:
+            end = _address(chunk[-1]) + len(chunk[-1]) - base
+            if 0 <= end <= len(mm):
+                done = _release(mm, base, end, done)
+        del chunk, evs
+        raws[i:i + _CHUNK] = [None] * min(_CHUNK, len(raws) - i)   # free the slices as we go
+    return not_objects
 
 
 def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw], list[str]]:
@@ -264,8 +587,6 @@ def _parse_loose(text, path: Path, warnings: list[str]) -> _Trace:
 
 def _recover_truncated(raw: mmap.mmap, head: bytes, path: Path) -> tuple[_Trace, list[msgspec.Raw]]:
     """Stream-parse a broken document with ijson and keep every complete event."""
-    import typing
-
     import ijson
 
     prefix = "item" if head == b"[" else "traceEvents.item"
@@ -278,19 +599,32 @@ def _recover_truncated(raw: mmap.mmap, head: bytes, path: Path) -> tuple[_Trace,
         pass
     if not events:
         raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", path)
+    raw.seek(0)
+    return _recover_meta(raw), events
+
+
+def _recover_meta(text) -> _Trace:
+    """The metadata written before traceEvents (deviceProperties, distributedInfo) of a broken
+    document: still usable. `text`: a file-like object or the bytes up to the event list."""
+    import io
+    import typing
+
+    import ijson
+
     meta = _Trace()
-    try:  # metadata written before traceEvents (deviceProperties, distributedInfo) is still usable
-        raw.seek(0)
-        for key, value in ijson.kvitems(raw, "", use_float=True):
+    try:
+        source = text if hasattr(text, "read") else io.BytesIO(bytes(text))
+        for key, value in ijson.kvitems(source, "", use_float=True):
             if key == "traceEvents":
                 break
             if key in ("deviceProperties", "distributedInfo", "baseTimeNanoseconds", "host_name", "hostname"):
                 setattr(meta, key, msgspec.convert(value, type=typing.get_type_hints(_Trace)[key]))
     except Exception:  # noqa: BLE001 - metadata is optional; events are what matter
         pass
-    return meta, events
+    return meta
 
 
+# ------------------------------------------------------------------ events -> columns
 # ------------------------------------------------------------------ events -> columns
 _I64 = 2**63
 
@@ -354,6 +688,10 @@ def _decode_any(chunk: list[msgspec.Raw]) -> list:
         return out
 
 
+def _name_arg(v):
+    return v if type(v) in (str, int, float) else None
+
+
 def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
     """Slow path for a chunk with unexpected types: decode generically, coerce per event.
     Items that are not JSON objects are kept as None (counted, then skipped)."""
@@ -372,7 +710,10 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
                 registers=_num(a.get("registers per thread")), finished=str(a.get("finished")) if "finished" in a else None,
                 kind=a.get("kind") if type(a.get("kind")) in (str, int) else None,
                 in_nelems=_num(a.get("In msg nelems")), out_nelems=_num(a.get("Out msg nelems")),
-                dtype=a.get("dtype") if type(a.get("dtype")) is str else None)
+                dtype=a.get("dtype") if type(a.get("dtype")) is str else None,
+                collective=_name_arg(a.get("Collective name")), pg_name=_name_arg(a.get("Process Group Name")),
+                pg_desc=_name_arg(a.get("Process Group Description")), group_size=_num(a.get("Group size")),
+                seq=_num(a.get("Seq")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else _to_int(v)  # noqa: E731
         out.append(_Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),
@@ -403,15 +744,27 @@ def _str_col(values) -> pa.Array:
         return pa.array([v if v is None or type(v) is str else str(v) for v in values], pa.string())
 
 
-def _dims(values, i) -> pa.Array:
-    return pa.array([v[i] if type(v) is list and len(v) > i and type(v[i]) is int else None for v in values], pa.int64())
+def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The first three integers of each list (grid, block): x, y, z columns."""
+    try:
+        lists = pa.array(values, pa.list_(pa.int64()))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        lists = pa.array([[x if type(x) is int and -_I64 <= x < _I64 else None for x in v] if type(v) is list else None
+                          for v in values], pa.list_(pa.int64()))
+    if len(lists.values) == 0:
+        return (pa.nulls(len(values), pa.int64()),) * 3
+    offsets = lists.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    valid = ~np.asarray(lists.is_null())
+    out = []
+    for i in range(3):
+        has = valid & (lengths > i)
+        picked = lists.values.take(pa.array(np.where(has, offsets[:-1] + i, 0)))
+        out.append(pc.if_else(pa.array(has), picked, pa.scalar(None, pa.int64())))
+    return tuple(out)
 
 
-_GPU_CATS = frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset"}
-_ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation"})
-_OP_CATS = frozenset({"cpu_op", "Operator", "operator", "CPU_OP"})
 _TRACE_CATS = frozenset({"Trace", "trace"})
-_REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
 
@@ -438,7 +791,8 @@ def _msg_bytes(a: _Args):
 
 
 def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
-    """Arrow columns of one group of events; GPU-only fields are filled for GPU events only."""
+    """Arrow columns of a list of events (`kineto_raw.RAW_SCHEMA`, in its order, when `gpu`;
+    the arg columns of GPU ops are left out otherwise)."""
     args = [e.args or _NO_ARGS for e in evs]
     cols = {
         "ph": _str_col([e.ph for e in evs]),
@@ -456,212 +810,21 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
         cols.update({
             "stream": _int_col([a.stream for a in args]),
             "device": _int_col([a.device for a in args]),
-            "bytes": _int_col([a.bytes if a.bytes is not None else _msg_bytes(a) for a in args]),
+            "bytes": _int_col([a.bytes if a.bytes is not None or a.dtype is None else _msg_bytes(a) for a in args]),
             "registers": _int_col([a.registers for a in args]),
-            "grid_x": _dims([a.grid for a in args], 0), "grid_y": _dims([a.grid for a in args], 1),
-            "grid_z": _dims([a.grid for a in args], 2), "block_x": _dims([a.block for a in args], 0),
-            "block_y": _dims([a.block for a in args], 1), "block_z": _dims([a.block for a in args], 2),
+            **dict(zip(("grid_x", "grid_y", "grid_z"), _dims([a.grid for a in args]))),
+            **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in args]))),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
+            "collective": _str_col([a.collective for a in args]),
+            "pg_name": _str_col([a.pg_name for a in args]),
+            "pg_desc": _str_col([a.pg_desc for a in args]),
+            "group_size": _int_col([a.group_size for a in args]),
+            "seq": _int_col([a.seq for a in args]),
         })
     return cols
 
 
-def _batches(evs: list[_Event | None]) -> tuple[pa.RecordBatch | None, ...]:
-    """(host, GPU, region) batches of one chunk, routed here so that no table needs a filtered
-    copy later. GPU-only columns exist in the GPU and region batches only. B/E events all stay
-    with the host batch (an E carries no category); `read` moves paired regions out.
-    Duration events without a usable `ts` are kept here (null) so that they are counted."""
-    kept = [e for e in evs if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
-    gpu = [e for e in kept if e.cat in _GPU_CATS]
-    rest = [e for e in kept if e.cat not in _GPU_CATS] if gpu else kept
-    marks = [e.ph == "X" and (e.cat in _ANNOTATION_CATS or (e.cat in _OP_CATS and e.name is not None
-                                                          and e.name.startswith(_REGION_PREFIXES)))
-             for e in rest]
-    if any(marks):
-        region = [e for e, m in zip(rest, marks) if m]
-        host = [e for e, m in zip(rest, marks) if not m]
-    else:
-        region, host = [], rest
-    return tuple(pa.RecordBatch.from_pydict(_columns(group, gpu_cols)) if group else None
-                 for group, gpu_cols in ((host, False), (gpu, True), (region, True)))
-
-
-def _events_frames(raws: list[msgspec.Raw], mm: mmap.mmap | None = None) -> tuple[tuple[pl.DataFrame, ...], int]:
-    """Decode the raw event slices chunk by chunk into (host, GPU, region) event frames, and
-    count the items of the list that are not JSON objects. Each chunk's slices and (when the
-    events live in `mm`) its mapped pages are released once decoded, so the JSON text and the
-    columns are never both fully in memory."""
-    groups: tuple[list, list, list] = ([], [], [])
-    not_objects = 0
-    base = _address(mm) if mm is not None else 0
-    done = 0
-    for i in range(0, len(raws), _CHUNK):
-        chunk = raws[i:i + _CHUNK]
-        try:
-            evs = _EVENTS.decode(b"[" + b",".join(chunk) + b"]")
-        except msgspec.ValidationError:
-            evs = _coerce_chunk(chunk)
-            not_objects += sum(e is None for e in evs)
-        for group, batch in zip(groups, _batches(evs)):
-            if batch is not None:
-                group.append(batch)
-        if mm is not None:
-            end = _address(chunk[-1]) + len(chunk[-1]) - base
-            if 0 <= end <= len(mm):
-                done = _release(mm, base, end, done)
-        del chunk, evs
-        raws[i:i + _CHUNK] = [None] * min(_CHUNK, len(raws) - i)   # free the slices as we go
-    frames = []
-    for batches, gpu in zip(groups, (False, True, True)):
-        table = pa.Table.from_batches(batches) if batches else pa.Table.from_pydict(_columns([], gpu))
-        frames.append(pl.from_arrow(table, rechunk=False))
-    return tuple(frames), not_objects
-
-
-def _ns(ts_us: pl.Expr) -> pl.Expr:
-    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs; null
-    where the value is not representable (validate.representable)."""
-    ts_us = pl.when(representable(ts_us * 1000)).then(ts_us)
-    whole = ts_us.floor()
-    return whole.cast(pl.Int64) * 1000 + ((ts_us - whole) * 1000).round().cast(pl.Int64)
-
-
-def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
-    """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
-    and is dropped as inverted), keeping the raw ts/dur for the validation warning."""
-    dur = pl.col("dur")
-    dur_ns = (pl.when(dur.is_null()).then(pl.lit(0, pl.Int64))
-              .when(representable(dur * 1000)).then(_ns(pl.when(representable(dur * 1000)).then(dur))))
-    return ev.with_columns(start_ns=_ns(pl.col("ts")), dur_ns=dur_ns).with_columns(
-        end_ns=pl.when(pl.col("start_ns").abs() <= LIMIT_NS).then(pl.col("start_ns") + pl.col("dur_ns")))
-
-
-def _describe(row: dict) -> str:
-    name = row.get("name")
-    return (f"{str(name)[:60]!r} (ph {str(row.get('ph'))[:4]!r}) at ts {fmt_value(row.get('ts'))} µs, "
-            f"dur {fmt_value(row.get('dur'))} µs")
-
-
-# ------------------------------------------------------------------ pairing B/E
-def _pair_begin_end(ev: pl.DataFrame) -> pl.DataFrame:
-    """Turn B/E pairs into complete (X-like) events: the k-th B at a stack level of a
-    thread pairs with the k-th E that closes that level. Unmatched B's stay open until
-    the last timestamp of the trace and are flagged unfinished."""
-    be = ev.filter(pl.col("ph").is_in(["B", "E"]))
-    if be.height == 0:
-        return ev
-    t_end = ev.select((pl.col("start_ns") + pl.col("dur_ns")).max()).item()
-    be = be.with_row_index("_i").sort(["pid", "tid", "start_ns", "_i"])
-    step = pl.when(pl.col("ph") == "B").then(1).otherwise(-1)
-    be = be.with_columns(_after=step.cum_sum().over(["pid", "tid"]))
-    be = be.with_columns(_level=pl.when(pl.col("ph") == "B").then(pl.col("_after") - 1).otherwise(pl.col("_after")))
-    be = be.with_columns(_k=pl.int_range(pl.len()).over(["pid", "tid", "_level", "ph"]))
-    begins = be.filter(pl.col("ph") == "B")
-    ends = be.filter(pl.col("ph") == "E").select("pid", "tid", "_level", "_k", _end=pl.col("start_ns"))
-    paired = begins.join(ends, on=["pid", "tid", "_level", "_k"], how="left", nulls_equal=True)
-    paired = paired.with_columns(
-        unfinished=pl.col("_end").is_null(),
-        dur_ns=(pl.col("_end").fill_null(t_end) - pl.col("start_ns")).clip(lower_bound=0),
-        ph=pl.lit("X"),
-    ).select(ev.columns)
-    return pl.concat([ev.filter(~pl.col("ph").is_in(["B", "E"])), paired], how="vertical_relaxed")
-
-
-# ------------------------------------------------------------------ routing
-def _copy_kinds(name: pl.Expr, arg_kind: pl.Expr) -> list[pl.Expr]:
-    direction = name.str.extract(r"Memcpy\s+(\w+)", 1)
-    return [
-        pl.coalesce(direction, arg_kind).alias("copy_kind"),
-        name.str.extract(r"\((\w+)\s*->", 1).alias("src_kind"),
-        name.str.extract(r"->\s*(\w+)\)", 1).alias("dst_kind"),
-    ]
-
-
-def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.DataFrame:
-    g = ev.filter(pl.col("_cat").is_in(list(_GPU_KIND)))
-    g = g.with_columns(kind=pl.col("_cat").replace_strict(_GPU_KIND, default="kernel"))
-    mtia = pl.col("_cat") == "mtia_ccp_events"
-    for pattern, kind in _MTIA_KIND:
-        g = g.with_columns(kind=pl.when(mtia & pl.col("name").str.contains(pattern)).then(pl.lit(kind))
-                           .otherwise("kind"))
-    g = g.with_columns(
-        device=pl.coalesce("device", pl.col("pid")).cast(pl.Int32),
-        stream=pl.coalesce("stream", pl.col("tid")),
-        *_copy_kinds(pl.col("name"), pl.col("arg_kind")),
-    )
-    g = g.with_columns(
-        copy_kind=pl.when(pl.col("kind") == "memcpy").then("copy_kind"),
-        src_kind=pl.when(pl.col("kind") == "memcpy").then("src_kind"),
-        dst_kind=pl.when(pl.col("kind") == "memcpy").then("dst_kind"),
-    )
-    # The launching process: the runtime/driver call with the same correlation id.
-    launch = (host.select("pid", "kind", "correlation")
-              .filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"]) & pl.col("correlation").is_not_null())
-              .group_by("correlation").agg(pl.col("pid").first().alias("_host_pid")))
-    g = g.join(launch, on="correlation", how="left")
-    g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
-    g = pl.concat([g, classify(g["name"], g["kind"])], how="horizontal")
-    # MTIA on-device events carry plain names (pe_exe, dma_request): the category says the device
-    g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
-    return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
-                    "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
-                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
-
-
-def _is_region(ev: pl.DataFrame) -> pl.Expr:
-    named = pl.col("name").str.contains(_STEP) | pl.col("name").str.contains(_DATALOADER)
-    return pl.col("_cat").is_in(list(_REGION_CATS)) | (pl.col("_cat").is_in(["cpu_op", "operator"]) & named)
-
-
-def _prepare(ev: pl.DataFrame) -> pl.DataFrame:
-    """Validated ns times -> lower-cased category, B/E pairs -> complete events, end_ns."""
-    ev = ev.with_columns(
-        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
-        _cat=pl.col("cat").str.to_lowercase().fill_null(""),
-    ).drop("ts", "dur", "end_ns")
-    ev = _pair_begin_end(ev)
-    return ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
-
-
-def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
-    """Host events (already routed: no GPU, region or Trace events) -> host_ops."""
-    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished")
-    if h["pid"].null_count():   # pids like "Spans" are not processes
-        h = h.filter(pl.col("pid").is_not_null())
-    kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
-    kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
-    return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
-                                             "external_id", "unfinished")
-
-
-def _regions(r: pl.DataFrame) -> pl.DataFrame:
-    for col in ("device", "stream"):
-        if col not in r.columns:
-            r = r.with_columns(pl.lit(None, pl.Int64).alias(col))
-    on_gpu = pl.col("_cat") == "gpu_user_annotation"
-    source = (pl.when(pl.col("name").str.contains(_STEP)).then(pl.lit("step"))
-              .when(pl.col("name").str.contains(_DATALOADER)).then(pl.lit("dataloader"))
-              .otherwise(pl.lit("annotation")))
-    r = r.with_columns(
-        source=source,
-        domain=pl.when(on_gpu).then(pl.lit("gpu")),
-        step=pl.col("name").str.extract(_STEP, 1).cast(pl.Int64),
-        device=pl.when(on_gpu).then(pl.coalesce("device", "pid")).cast(pl.Int32),
-        stream=pl.when(on_gpu).then(pl.coalesce("stream", "tid")),
-        gpu_start_ns=pl.when(on_gpu).then("start_ns"),
-        gpu_end_ns=pl.when(on_gpu).then("end_ns"),
-    )
-    r = r.with_columns(gpu_dur_ns=pl.col("gpu_end_ns") - pl.col("gpu_start_ns"))
-    cpu = r.filter(~on_gpu)
-    depth = nesting_depth(cpu["pid"].fill_null(-1).to_numpy(), cpu["tid"].fill_null(-1).to_numpy(),
-                          cpu["start_ns"].to_numpy(), cpu["end_ns"].to_numpy())
-    cpu = cpu.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
-    gpu = r.filter(on_gpu).with_columns(depth=pl.lit(None, pl.Int32))
-    r = pl.concat([cpu, gpu])
-    return r.select("pid", "tid", "source", "name", "domain", "start_ns", "end_ns", "depth", "step", "device",
-                    "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished")
-
-
+# ------------------------------------------------------------------ the reader
 def _devices(trace: _Trace) -> list[dict]:
     out = []
     for d in (trace.deviceProperties or trace.computeProperties or []):
@@ -671,25 +834,6 @@ def _devices(trace: _Trace) -> list[dict]:
     return out
 
 
-def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None) -> str:
-    """Why a document with a trace event list still holds no event to store."""
-    if n_items == 0:
-        return "no trace events (the event list is empty)"
-    if dropped:
-        return f"no trace events left: {dropped}"
-    if not_objects == n_items:
-        return f"not a trace: a JSON list of {n_items} items, none of them a JSON object"
-    keys = ""
-    if first is not None:
-        try:
-            item = msgspec.json.decode(first, type=dict[str, msgspec.Raw])
-            keys = " (the first has keys " + ", ".join(repr(k[:40]) for k in list(item)[:8]) + ")"
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-    return (f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
-            '(an object with "ph" X, B or E and a numeric "ts")')
-
-
 def _clock_offset(base, warnings: list[str]) -> int:
     if base is None or abs(base) <= LIMIT_NS:
         return int(base or 0)
@@ -697,56 +841,64 @@ def _clock_offset(base, warnings: list[str]) -> int:
     return 0
 
 
-def read(path: Path) -> Parsed:
-    path = Path(path)
-    raw = _open_buffer(path)
-    trace, raws, warnings = _parse_outer(raw, path)
-    trace.traceEvents = None
-    n_events = len(raws)
-    first = bytes(raws[0])[:4096] if n_events else None
-    recovered = bool(warnings)   # recovered slices are copies, not views of `raw`
-    frames, not_objects = _events_frames(raws, None if recovered else raw)
-    del raws
-    _trim_heap()
-    checked, dropped = check_times(dict(zip(("host", "gpu", "region"), map(_with_ns, frames))), _describe)
-    host_ev, gpu_ev, region_ev = checked.values()
-    if not (host_ev.height or gpu_ev.height or region_ev.height):
-        raise BadInput(_no_events(n_events, not_objects, dropped, first), path)
-    if not_objects:
-        warnings.append(f"skipped {not_objects} items of the event list that are not JSON objects")
-    if dropped:
-        warnings.append(dropped)
-    paired = host_ev["ph"].is_in(["B", "E"]).any()
-    host_ev, gpu_ev, region_ev = _prepare(host_ev), _prepare(gpu_ev), _prepare(region_ev)
-    if paired:   # B/E pairs were completed on the host side; annotations among them are regions
-        moved = _is_region(host_ev)
-        region_ev = pl.concat([region_ev, host_ev.filter(moved)], how="diagonal_relaxed")
-        host_ev = host_ev.filter(~moved)
+def read(path: Path, workdir: Path | None = None) -> Parsed:
+    """Decode the trace into raw parts in `workdir` (a scratch folder its caller removes) and
+    return its facts; the tables are written by `Parsed.fill(open_table)` (see `Store.stage`),
+    which translates the raw parts chunk by chunk (`kineto_translate`). Without `workdir` (tests,
+    tools) a temporary folder is used and the tables come back in memory in `Parsed.tables`."""
+    if workdir is None:
+        return _read_in_memory(Path(path))
+    from .kineto_translate import translate
 
-    host = _host_ops(host_ev)
-    del host_ev
-    main_pid = None
-    if host.height:
-        main_pid = host.group_by("pid").len().sort("len", descending=True)["pid"][0]
-    regions = _regions(region_ev)
-    gpu = _gpu_ops(gpu_ev, host, main_pid)
-    del gpu_ev, region_ev
-
-    info = trace.distributedInfo or {}
-    if gpu.height == 0:
-        warnings.append("no GPU activity in this trace (CPU-only): GPU analyses will be empty")
-    n_open = int(host["unfinished"].sum() or 0) + int(regions["unfinished"].sum() or 0)
-    if n_open:
-        warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
-    host_name = trace.host_name if isinstance(trace.host_name, str) else trace.hostname if isinstance(trace.hostname, str) else None
-    return Parsed(
-        tables={"gpu_ops": gpu.to_arrow(), "host_ops": host.to_arrow(), "regions": regions.to_arrow()},
-        format="kineto",
-        format_version=None if trace.schemaVersion is None else str(trace.schemaVersion),
-        rank=_to_int(info.get("rank")) if isinstance(info, dict) else None,
-        world_size=_to_int(info.get("world_size")) if isinstance(info, dict) else None,
-        host=host_name,
-        devices=_devices(trace),
-        clock_offset_ns=_clock_offset(trace.baseTimeNanoseconds, warnings),
-        warnings=warnings,
+    path, workdir = Path(path), Path(workdir)
+    text_path, mm = _open_text(path, workdir)
+    try:
+        decoded = _decode(text_path, mm, workdir, path)
+    finally:
+        try:
+            mm.close()
+        except BufferError:   # a slice still refers to it: the collector frees it
+            pass
+        if text_path != path:
+            text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
+    meta = decoded.meta
+    info = meta.distributedInfo if isinstance(meta.distributedInfo, dict) else {}
+    late: list[str] = []   # the clock warning comes after translation's own, as it always did
+    offset = _clock_offset(meta.baseTimeNanoseconds, late)
+    host_name = meta.host_name if isinstance(meta.host_name, str) else meta.hostname if isinstance(meta.hostname, str) else None
+    parsed = Parsed(
+        tables={}, format="kineto",
+        format_version=None if meta.schemaVersion is None else str(meta.schemaVersion),
+        rank=_to_int(info.get("rank")), world_size=_to_int(info.get("world_size")),
+        host=host_name, devices=_devices(meta), clock_offset_ns=offset, warnings=decoded.warnings,
     )
+
+    def fill(open_table) -> None:
+        translate(decoded, path, open_table, parsed.warnings)
+        parsed.warnings.extend(late)
+
+    parsed.fill = fill
+    return parsed
+
+
+class _Collected:
+    """An `open_table` target that keeps the pieces in memory (`read` without a workdir)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+
+    def write(self, table: pa.Table) -> None:
+        self.pieces.append(table)
+
+
+def _read_in_memory(path: Path) -> Parsed:
+    tmp = Path(tempfile.mkdtemp(prefix="traceq-kineto-"))
+    try:
+        parsed = read(path, tmp)
+        out: dict[str, _Collected] = {}
+        parsed.fill(lambda table: out.setdefault(table, _Collected()))
+        parsed.tables = {t: pa.concat_tables(c.pieces) for t, c in out.items() if c.pieces}
+        parsed.fill = None
+        return parsed
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -2,7 +2,8 @@
 translating it into the canonical tables (issue 11: streaming, bounded-memory ingest).
 
 Decoding (the text of the file -> rows) writes the events as Parquet *parts* with exactly
-`RAW_SCHEMA`, in file order, in a scratch folder; translation (routing by category, ns
+`RAW_SCHEMA`, in file order, in a scratch folder (row groups of at most ~64 k rows:
+translation reads one row group at a time); translation (routing by category, ns
 times, validation, B/E pairing, launch linking, classification) reads those parts back.
 Two decoders produce the same rows for the same input:
 
@@ -25,6 +26,10 @@ Description" when strings (numbers as their text); `group_size` = args "Group si
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
 import pyarrow as pa
 
 RAW_SCHEMA = pa.schema([
@@ -40,3 +45,22 @@ RAW_SCHEMA = pa.schema([
     ("collective", pa.string()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
     ("group_size", pa.int64()), ("seq", pa.int64()),
 ])
+
+
+@dataclass
+class Decoded:
+    """What decoding one trace file produced (either decoder): the raw parts plus the facts
+    translation and its messages need.
+
+    `parts`: Parquet files with `RAW_SCHEMA`, rows in file order across the parts (B/E pairing
+    and every "first" pick depend on it). `meta`: the outer metadata (`kineto._Trace`, its
+    `traceEvents` emptied). `n_items`: items of the event list (objects or not); `not_objects`:
+    how many of them are no JSON object; `first`: the first 4096 bytes of the first item (for
+    the "no events" message); `warnings`: decoding's own (truncated file, odd metadata)."""
+
+    parts: list[Path]
+    meta: Any
+    n_items: int
+    not_objects: int = 0
+    first: bytes | None = None
+    warnings: list[str] = field(default_factory=list)

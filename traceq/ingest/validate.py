@@ -33,18 +33,44 @@ def representable(expr: pl.Expr) -> pl.Expr:
 
 def _bounds(frames: list[pl.DataFrame]) -> tuple[int, int, int] | None:
     """(lowest start, highest end, margin) of the events kept, in ns (module doc)."""
-    parts = [f.select(pl.col("start_ns").filter(_sane())) for f in frames if f.height]
+    parts = [f.select(pl.col("start_ns").filter(sane())) for f in frames if f.height]
     starts = pl.concat(parts) if parts else pl.DataFrame({"start_ns": []}, schema={"start_ns": pl.Int64})
     if starts.height == 0:
         return None
     q25, q75 = starts.select(pl.col("start_ns").quantile(0.25, "lower").alias("q25"),
                              pl.col("start_ns").quantile(0.75, "higher").alias("q75")).row(0)
-    q25, q75 = int(q25), int(q75)
+    return _margin(int(q25), int(q75))
+
+
+def bounds_of(starts) -> tuple[int, int, int] | None:
+    """The bounds (see `_bounds`) from the start times (int64 ns) of the sane events alone,
+    for readers that stream their events and collect only these: a numpy array, reordered
+    in place (the quartiles are order statistics: polars' "lower"/"higher" quantiles)."""
+    import numpy as np
+
+    n = len(starts)
+    if n == 0:
+        return None
+    lo, hi = int(np.floor((n - 1) * 0.25)), int(np.ceil((n - 1) * 0.75))
+    starts.partition([lo, hi])
+    return _margin(int(starts[lo]), int(starts[hi]))
+
+
+def _margin(q25: int, q75: int) -> tuple[int, int, int]:
     w = max(q75 - q25, MIN_WIDTH_NS)
     return q25 - ABSURD_FACTOR * w, q75 + ABSURD_FACTOR * w, ABSURD_FACTOR * w
 
 
-def _sane() -> pl.Expr:
+def keep_expr(bounds: tuple[int, int, int] | None) -> pl.Expr:
+    """The rows `check_times` keeps, given the trace's bounds."""
+    keep = sane()
+    if bounds is not None:
+        keep = keep & (pl.col("start_ns") >= bounds[0]) & (pl.col("end_ns") <= bounds[1])
+    return keep
+
+
+def sane() -> pl.Expr:
+    """True where `start_ns`/`end_ns` are present, ordered and within ±LIMIT_NS."""
     s, e = pl.col("start_ns"), pl.col("end_ns")
     return (s.is_not_null() & e.is_not_null() & (e >= s)
             & (s.abs() <= LIMIT_NS) & (e.abs() <= LIMIT_NS)).fill_null(False)
@@ -59,9 +85,7 @@ def check_times(frames: dict[str, pl.DataFrame], describe: Callable[[dict], str]
     count for the trace's span too."""
     present = [f.select("start_ns", "end_ns") for f in [*frames.values(), *reference] if f.height]
     bounds = _bounds(present)
-    keep = _sane()
-    if bounds is not None:
-        keep = keep & (pl.col("start_ns") >= bounds[0]) & (pl.col("end_ns") <= bounds[1])
+    keep = keep_expr(bounds)
     out, dropped, example = {}, 0, None
     for name, f in frames.items():
         if f.height == 0:
@@ -75,11 +99,17 @@ def check_times(frames: dict[str, pl.DataFrame], describe: Callable[[dict], str]
             f = f.filter(mask)
             dropped += n_bad
         out[name] = f
+    return out, dropped_message(dropped, bounds, example, what)
+
+
+def dropped_message(dropped: int, bounds: tuple[int, int, int] | None, example: str | None,
+                    what: str = "events") -> str | None:
+    """The one warning of `check_times` (None when nothing was dropped)."""
     if not dropped:
-        return out, None
+        return None
     span = "" if bounds is None else f" (kept: within {_fmt_ns(bounds[2])} of the middle half of the trace)"
-    return out, (f"dropped {dropped} {what} whose times are missing, inverted, not representable as int64 ns "
-                 f"or absurdly far from the trace's span{span}; e.g. {example}")
+    return (f"dropped {dropped} {what} whose times are missing, inverted, not representable as int64 ns "
+            f"or absurdly far from the trace's span{span}; e.g. {example}")
 
 
 def _fmt_ns(v: int) -> str:

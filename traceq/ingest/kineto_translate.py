@@ -1,0 +1,468 @@
+"""Kineto raw parts -> the canonical tables gpu_ops, host_ops and regions, in bounded memory.
+
+Reads the raw event relation (`kineto_raw`) that decoding wrote and writes the tables through
+`open_table(name).write(arrow_table)` (the store's staging files, see `Store.stage`), chunk by
+chunk of `_TCHUNK` rows, in file order. Only small global facts are held in memory:
+
+1. a first pass over ts/dur finds the trace's span (`validate.bounds_of`: the start times of
+   the sane events, 8 bytes each) and whether any host B/E event survives validation;
+2. the main pass routes each chunk into host, GPU and region events (by category, as
+   torch.profiler writes them), converts times to ns, drops invalid times (one warning, one
+   example), writes host_ops, and keeps the correlation -> launching pid map of the runtime
+   calls, the host event count per pid, the GPU events (to a scratch file), the B/E events
+   (paired at the end: they need their whole thread) and the regions (small; their nesting
+   depth needs them all);
+3. gpu_ops: the scratch GPU events chunk by chunk, each op linked to the pid of the runtime
+   call with the same correlation (else the busiest host pid), classified once per distinct
+   (name, kind).
+
+Row order and values are those of translating the whole trace at once: host and GPU rows in
+file order, then the ones completed from B/E pairs; regions on the CPU, then on the GPU.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import msgspec
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..categories import classify
+from ..errors import BadInput
+from .common import nesting_depth
+from .kineto_raw import RAW_SCHEMA, Decoded
+from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, representable, sane
+
+_TCHUNK = 1 << 16   # rows per translation chunk
+
+# category (lower-cased) -> (table, kind)
+# Device activity of other accelerators goes to gpu_ops too: MTIA's on-device events are
+# `mtia_ccp_events` (Kineto MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and
+# GPU-event patterns list it). Their device is the trace pid ("MTIA 9"), their stream the tid
+# when args carry none; `_MTIA_KIND` refines the kind by name.
+_GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync",
+             "mtia_ccp_events": "kernel"}
+# MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
+# `event_wait`/`event_record` (stream-event waits and markers); the rest are kernels
+_MTIA_KIND = ((r"^dma", "memcpy"), (r"^event_(wait|record)$", "sync"))
+_HOST_KIND = {"cuda_runtime": "runtime", "runtime": "runtime", "xpu_runtime": "runtime",
+              "mtia_runtime": "runtime", "privateuse1_runtime": "runtime", "glow_runtime": "runtime",
+              "cuda_driver": "driver", "xpu_driver": "driver",
+              "cpu_op": "cpu_op", "operator": "cpu_op", "python_function": "python"}
+_REGION_CATS = ("user_annotation", "gpu_user_annotation")
+SYNC_APIS = r"^(cuda|hip|cu)(Stream|Device|Event|Ctx)Synchronize|^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent"
+_STEP = r"^ProfilerStep#(\d+)$"
+_DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
+
+# routing of the raw rows (exact categories, as written): GPU ops, regions, host events
+_GPU_CATS = sorted(frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset"})
+_ANNOTATION_CATS = ["user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation"]
+_OP_CATS = ["cpu_op", "Operator", "operator", "CPU_OP"]
+_REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
+_HOST_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
+_GPU_COLS = [*_HOST_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
+             "block_x", "block_y", "block_z", "arg_kind"]
+_BE = ["B", "E"]
+HOST, GPU, REGION = 0, 1, 2
+
+OpenTable = Callable[[str], "object"]   # table name -> a writer with .write(pa.Table)
+
+
+# ------------------------------------------------------------------ rows
+def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
+    """The raw rows in file order, a row group (at most `_TCHUNK` rows) at a time. Polars
+    reads each slice on its own: less memory than pyarrow's batch reader, which buffers."""
+    for part in parts:
+        meta = pq.read_metadata(part)
+        lazy = pl.scan_parquet(part)
+        if columns is not None:
+            lazy = lazy.select(columns)
+        at = 0
+        for i in range(meta.num_row_groups):
+            n = meta.row_group(i).num_rows
+            for lo in range(0, n, _TCHUNK):
+                yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect()
+            at += n
+
+
+def _routes(ev: pl.DataFrame) -> pl.Series:
+    """HOST, GPU or REGION per raw row: GPU by category; regions are complete (X) annotations,
+    steps and data-loader spans; every other event (all B/E without a GPU category) is host's."""
+    gpu = pl.col("cat").is_in(_GPU_CATS).fill_null(False)
+    prefixed = pl.any_horizontal([pl.col("name").str.starts_with(p) for p in _REGION_PREFIXES]).fill_null(False)
+    region = ((pl.col("ph") == "X") & (pl.col("cat").is_in(_ANNOTATION_CATS)
+                                      | (pl.col("cat").is_in(_OP_CATS) & prefixed))).fill_null(False)
+    return ev.select(pl.when(gpu).then(GPU).when(region).then(REGION).otherwise(HOST).alias("r"))["r"]
+
+
+def _ns(ts_us: pl.Expr) -> pl.Expr:
+    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs; null
+    where the value is not representable (validate.representable)."""
+    ts_us = pl.when(representable(ts_us * 1000)).then(ts_us)
+    whole = ts_us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((ts_us - whole) * 1000).round().cast(pl.Int64)
+
+
+def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
+    """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
+    and is dropped as inverted), keeping the raw ts/dur for the validation warning."""
+    dur = pl.col("dur")
+    dur_ns = (pl.when(dur.is_null()).then(pl.lit(0, pl.Int64))
+              .when(representable(dur * 1000)).then(_ns(pl.when(representable(dur * 1000)).then(dur))))
+    return ev.with_columns(start_ns=_ns(pl.col("ts")), dur_ns=dur_ns).with_columns(
+        end_ns=pl.when(pl.col("start_ns").abs() <= LIMIT_NS).then(pl.col("start_ns") + pl.col("dur_ns")))
+
+
+def _describe(row: dict) -> str:
+    name = row.get("name")
+    return (f"{str(name)[:60]!r} (ph {str(row.get('ph'))[:4]!r}) at ts {fmt_value(row.get('ts'))} µs, "
+            f"dur {fmt_value(row.get('dur'))} µs")
+
+
+def _compact(ev: pl.DataFrame) -> pl.DataFrame:
+    """A copy of a few rows kept across chunks that holds only their own strings (a filtered
+    frame's strings are views that keep the whole chunk's text alive)."""
+    return pl.from_arrow(ev.to_arrow(compat_level=pl.CompatLevel.oldest()))
+
+
+def _prepared(ev: pl.DataFrame) -> pl.DataFrame:
+    """Validated ns times -> lower-cased category and dur_ns (end_ns comes back after pairing)."""
+    return ev.with_columns(
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
+        _cat=pl.col("cat").str.to_lowercase().fill_null(""),
+    ).drop("ts", "dur", "end_ns")
+
+
+def _with_end(ev: pl.DataFrame) -> pl.DataFrame:
+    return ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+
+# ------------------------------------------------------------------ pairing B/E
+def _pair_begin_end(be: pl.DataFrame, t_end: int | None) -> pl.DataFrame:
+    """Turn B/E pairs (all B/E events of a table, in file order) into complete (X-like)
+    events: the k-th B at a stack level of a thread pairs with the k-th E that closes that
+    level. Unmatched B's stay open until `t_end` (the last end of the table's events) and
+    are flagged unfinished."""
+    columns = be.columns
+    be = be.with_row_index("_i").sort(["pid", "tid", "start_ns", "_i"])
+    step = pl.when(pl.col("ph") == "B").then(1).otherwise(-1)
+    be = be.with_columns(_after=step.cum_sum().over(["pid", "tid"]))
+    be = be.with_columns(_level=pl.when(pl.col("ph") == "B").then(pl.col("_after") - 1).otherwise(pl.col("_after")))
+    be = be.with_columns(_k=pl.int_range(pl.len()).over(["pid", "tid", "_level", "ph"]))
+    begins = be.filter(pl.col("ph") == "B")
+    ends = be.filter(pl.col("ph") == "E").select("pid", "tid", "_level", "_k", _end=pl.col("start_ns"))
+    paired = begins.join(ends, on=["pid", "tid", "_level", "_k"], how="left", nulls_equal=True)
+    return paired.with_columns(
+        unfinished=pl.col("_end").is_null(),
+        dur_ns=(pl.col("_end").fill_null(t_end) - pl.col("start_ns")).clip(lower_bound=0),
+        ph=pl.lit("X"),
+    ).select(columns)
+
+
+# ------------------------------------------------------------------ tables
+def _copy_kinds(name: pl.Expr, arg_kind: pl.Expr) -> list[pl.Expr]:
+    direction = name.str.extract(r"Memcpy\s+(\w+)", 1)
+    return [
+        pl.coalesce(direction, arg_kind).alias("copy_kind"),
+        name.str.extract(r"\((\w+)\s*->", 1).alias("src_kind"),
+        name.str.extract(r"->\s*(\w+)\)", 1).alias("dst_kind"),
+    ]
+
+
+def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
+    """Host events (already routed: no GPU, region or Trace events) -> host_ops."""
+    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished")
+    if h["pid"].null_count():   # pids like "Spans" are not processes
+        h = h.filter(pl.col("pid").is_not_null())
+    kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
+    kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
+    return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
+                                             "external_id", "unfinished")
+
+
+def _is_region(ev: pl.DataFrame) -> pl.Expr:
+    named = pl.col("name").str.contains(_STEP) | pl.col("name").str.contains(_DATALOADER)
+    return pl.col("_cat").is_in(list(_REGION_CATS)) | (pl.col("_cat").is_in(["cpu_op", "operator"]) & named)
+
+
+class _Launches:
+    """correlation -> pid of the first runtime/driver call (host_ops order) with that
+    correlation, and the host event count per pid; collected chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.pieces: list[pl.DataFrame] = []
+        self.per_pid: list[pl.DataFrame] = []
+        self.keys = np.empty(0, np.int64)
+        self.pids = np.empty(0, np.int64)
+
+    def add(self, host: pl.DataFrame) -> None:
+        self.pieces.append(host.filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"])
+                                       & pl.col("correlation").is_not_null()).select("correlation", "pid"))
+        self.per_pid.append(host.group_by("pid", maintain_order=True).len())
+
+    def main_pid(self) -> int | None:
+        """The pid with the most host events (the first seen among equals)."""
+        if not self.per_pid:
+            return None
+        counts = pl.concat(self.per_pid).group_by("pid", maintain_order=True).agg(pl.col("len").sum())
+        return counts.sort("len", descending=True, maintain_order=True)["pid"][0] if counts.height else None
+
+    def finish(self) -> None:
+        if self.pieces:
+            calls = pl.concat(self.pieces)
+            self.pieces = []
+            self.keys, first = np.unique(calls["correlation"].to_numpy(), return_index=True)
+            self.pids = calls["pid"].to_numpy()[first]
+
+    def pid_of(self, correlation: pl.Series) -> pl.Series:
+        """The launching pid of each GPU op's correlation (null when none)."""
+        if len(self.keys) == 0:
+            return pl.Series("_host_pid", [None] * len(correlation), pl.Int64)
+        known = correlation.is_not_null().to_numpy()
+        corr = correlation.fill_null(0).to_numpy()
+        idx = np.minimum(np.searchsorted(self.keys, corr), len(self.keys) - 1)
+        hit = known & (self.keys[idx] == corr)
+        return pl.from_arrow(pa.array(self.pids[idx], pa.int64(), mask=~hit)).rename("_host_pid")
+
+
+class _Classes:
+    """identity, library and category of GPU ops, computed once per distinct (name, kind)."""
+
+    def __init__(self) -> None:
+        self.known = pl.DataFrame(schema={"name": pl.String, "kind": pl.String, "identity": pl.String,
+                                          "library": pl.String, "category": pl.String})
+
+    def attach(self, g: pl.DataFrame) -> pl.DataFrame:
+        pairs = g.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)).unique()
+        new = pairs.join(self.known, on=["name", "kind"], how="anti", nulls_equal=True)
+        if new.height:
+            new = pl.concat([_compact(new), classify(new["name"], new["kind"])], how="horizontal")
+            self.known = pl.concat([self.known, new])
+        return g.join(self.known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
+
+
+def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes: _Classes) -> pl.DataFrame:
+    g = g.filter(pl.col("_cat").is_in(list(_GPU_KIND)))
+    g = g.with_columns(kind=pl.col("_cat").replace_strict(_GPU_KIND, default="kernel"))
+    mtia = pl.col("_cat") == "mtia_ccp_events"
+    for pattern, kind in _MTIA_KIND:
+        g = g.with_columns(kind=pl.when(mtia & pl.col("name").str.contains(pattern)).then(pl.lit(kind))
+                           .otherwise("kind"))
+    g = g.with_columns(
+        device=pl.coalesce("device", pl.col("pid")).cast(pl.Int32),
+        stream=pl.coalesce("stream", pl.col("tid")),
+        *_copy_kinds(pl.col("name"), pl.col("arg_kind")),
+    )
+    g = g.with_columns(
+        copy_kind=pl.when(pl.col("kind") == "memcpy").then("copy_kind"),
+        src_kind=pl.when(pl.col("kind") == "memcpy").then("src_kind"),
+        dst_kind=pl.when(pl.col("kind") == "memcpy").then("dst_kind"),
+    )
+    # The launching process: the runtime/driver call with the same correlation id.
+    g = g.with_columns(launches.pid_of(g["correlation"]))
+    g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
+    g = classes.attach(g)
+    # MTIA on-device events carry plain names (pe_exe, dma_request): the category says the device
+    g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
+    return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
+                    "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
+                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
+
+
+def _regions(r: pl.DataFrame) -> pl.DataFrame:
+    for col in ("device", "stream"):
+        if col not in r.columns:
+            r = r.with_columns(pl.lit(None, pl.Int64).alias(col))
+    on_gpu = pl.col("_cat") == "gpu_user_annotation"
+    source = (pl.when(pl.col("name").str.contains(_STEP)).then(pl.lit("step"))
+              .when(pl.col("name").str.contains(_DATALOADER)).then(pl.lit("dataloader"))
+              .otherwise(pl.lit("annotation")))
+    r = r.with_columns(
+        source=source,
+        domain=pl.when(on_gpu).then(pl.lit("gpu")),
+        step=pl.col("name").str.extract(_STEP, 1).cast(pl.Int64),
+        device=pl.when(on_gpu).then(pl.coalesce("device", "pid")).cast(pl.Int32),
+        stream=pl.when(on_gpu).then(pl.coalesce("stream", "tid")),
+        gpu_start_ns=pl.when(on_gpu).then("start_ns"),
+        gpu_end_ns=pl.when(on_gpu).then("end_ns"),
+    )
+    r = r.with_columns(gpu_dur_ns=pl.col("gpu_end_ns") - pl.col("gpu_start_ns"))
+    cpu = r.filter(~on_gpu)
+    depth = nesting_depth(cpu["pid"].fill_null(-1).to_numpy(), cpu["tid"].fill_null(-1).to_numpy(),
+                          cpu["start_ns"].to_numpy(), cpu["end_ns"].to_numpy())
+    cpu = cpu.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
+    gpu = r.filter(on_gpu).with_columns(depth=pl.lit(None, pl.Int32))
+    r = pl.concat([cpu, gpu])
+    return r.select("pid", "tid", "source", "name", "domain", "start_ns", "end_ns", "depth", "step", "device",
+                    "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished")
+
+
+def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None) -> str:
+    """Why a document with a trace event list still holds no event to store."""
+    if n_items == 0:
+        return "no trace events (the event list is empty)"
+    if dropped:
+        return f"no trace events left: {dropped}"
+    if not_objects == n_items:
+        return f"not a trace: a JSON list of {n_items} items, none of them a JSON object"
+    keys = ""
+    if first is not None:
+        try:
+            item = msgspec.json.decode(first, type=dict[str, msgspec.Raw])
+            keys = " (the first has keys " + ", ".join(repr(k[:40]) for k in list(item)[:8]) + ")"
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+    return (f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
+            '(an object with "ph" X, B or E and a numeric "ts")')
+
+
+# ------------------------------------------------------------------ the passes
+def _span(parts: list[Path]) -> tuple[tuple[int, int, int] | None, pl.DataFrame]:
+    """Pass 1: the trace's bounds (validate) and the times of the host B/E events."""
+    starts: list[np.ndarray] = []
+    host_be: list[pl.DataFrame] = []
+    for ev in _scan(parts, ["ph", "cat", "ts", "dur"]):
+        ev = _with_ns(ev)
+        starts.append(ev.filter(sane())["start_ns"].to_numpy())
+        be = ev.filter(pl.col("ph").is_in(_BE) & ~pl.col("cat").is_in(_GPU_CATS).fill_null(False))
+        if be.height:
+            host_be.append(be.select("start_ns", "end_ns"))
+    bounds = bounds_of(np.concatenate(starts) if starts else np.empty(0, np.int64))
+    return bounds, (pl.concat(host_be) if host_be else pl.DataFrame(schema={"start_ns": pl.Int64, "end_ns": pl.Int64}))
+
+
+class _Checks:
+    """Rows dropped by validation: the count, and the first example of each table."""
+
+    def __init__(self, bounds) -> None:
+        self.bounds, self.keep = bounds, keep_expr(bounds)
+        self.count, self.examples = 0, [None, None, None]
+
+    def __call__(self, ev: pl.DataFrame, table: int) -> pl.DataFrame:
+        ev = _with_ns(ev)
+        mask = ev.select(self.keep.alias("k"))["k"]
+        n_bad = int(mask.len() - mask.sum())
+        if n_bad:
+            if self.examples[table] is None:
+                self.examples[table] = _describe(ev.filter(~mask).row(0, named=True))
+            self.count += n_bad
+            ev = ev.filter(mask)
+        return ev
+
+    def message(self) -> str | None:
+        example = next((e for e in self.examples if e is not None), None)
+        return dropped_message(self.count, self.bounds, example)
+
+
+class _Last:
+    """The last end time of a table's events (unmatched B's stay open until then)."""
+
+    def __init__(self) -> None:
+        self.value: int | None = None
+
+    def see(self, ev: pl.DataFrame) -> None:
+        if ev.height:
+            m = ev["end_ns"].max()
+            if m is not None and (self.value is None or m > self.value):
+                self.value = m
+
+
+def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: list[str]) -> None:
+    """Write gpu_ops, host_ops and regions of the decoded trace (module doc); append the
+    warnings (items that are no objects, dropped times, CPU-only, open spans)."""
+    parts = decoded.parts
+    bounds, host_be_times = _span(parts)
+    paired = bool(host_be_times.height) and bool(host_be_times.select(keep_expr(bounds).any()).item())
+    check = _Checks(bounds)
+    host_out, launches = open_table("host_ops"), _Launches()
+    scratch = (parts[0].parent if parts else Path(".")) / "gpu-events"
+    gpu_files: list[Path] = []
+    be = {HOST: [], GPU: []}
+    last = {HOST: _Last(), GPU: _Last()}
+    region_rows: list[pl.DataFrame] = []
+    moved: list[pl.DataFrame] = []
+    kept = n_open = n_gpu = 0
+
+    def write_host(h: pl.DataFrame) -> None:
+        nonlocal n_open
+        if paired:   # B/E pairs were completed on the host side; annotations among them are regions
+            is_region = h.select(_is_region(h).alias("m"))["m"]
+            if is_region.any():
+                moved.append(_compact(h.filter(is_region)))
+                h = h.filter(~is_region)
+        host = _host_ops(h)
+        if host.height:
+            host_out.write(host.to_arrow())
+            launches.add(host)
+            n_open += int(host["unfinished"].sum() or 0)
+
+    for ev in _scan(parts):
+        routes = _routes(ev)
+        for table, cols in ((HOST, _HOST_COLS), (GPU, _GPU_COLS), (REGION, _GPU_COLS)):
+            rows = ev.filter(routes == table)
+            if rows.height == 0:
+                continue
+            rows = check(rows.select(cols), table)
+            kept += rows.height
+            if rows.height == 0:
+                continue
+            if table == REGION:
+                region_rows.append(_compact(_with_end(_prepared(rows))))
+                continue
+            last[table].see(rows)
+            rows = _prepared(rows)
+            is_be = rows["ph"].is_in(_BE)
+            if is_be.any():
+                be[table].append(_compact(rows.filter(is_be)))
+                rows = rows.filter(~is_be)
+            rows = _with_end(rows)
+            if table == HOST:
+                write_host(rows)
+            elif rows.height:
+                gpu_files.append(scratch.with_name(f"gpu-events-{len(gpu_files):04d}.parquet"))
+                rows.write_parquet(gpu_files[-1], compression="uncompressed")
+        del ev, routes
+    dropped = check.message()
+    if not kept:
+        raise BadInput(_no_events(decoded.n_items, decoded.not_objects, dropped, decoded.first), source)
+    if decoded.not_objects:
+        warnings.append(f"skipped {decoded.not_objects} items of the event list that are not JSON objects")
+    if dropped:
+        warnings.append(dropped)
+    if be[HOST]:
+        write_host(_with_end(_pair_begin_end(pl.concat(be[HOST]), last[HOST].value)))
+    be[HOST] = []
+    launches.finish()
+    main_pid = launches.main_pid()
+
+    gpu_out, classes = open_table("gpu_ops"), _Classes()
+    pieces: Iterator[pl.DataFrame] = (pl.read_parquet(f) for f in gpu_files)
+    if be[GPU]:
+        pieces = _chain(pieces, [_with_end(_pair_begin_end(pl.concat(be[GPU]), last[GPU].value))])
+    for g in pieces:
+        out = _gpu_ops(g, launches, main_pid, classes)
+        n_gpu += out.height
+        if out.height:
+            gpu_out.write(out.to_arrow())
+    for f in gpu_files:
+        f.unlink(missing_ok=True)
+
+    region_ev = pl.concat([*region_rows, *moved], how="diagonal_relaxed") if region_rows or moved else \
+        _with_end(_prepared(_with_ns(pl.from_arrow(RAW_SCHEMA.empty_table()).select(_GPU_COLS))))
+    regions = _regions(region_ev)
+    if regions.height:
+        open_table("regions").write(regions.to_arrow())
+    n_open += int(regions["unfinished"].sum() or 0)
+    if n_gpu == 0:
+        warnings.append("no GPU activity in this trace (CPU-only): GPU analyses will be empty")
+    if n_open:
+        warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
+
+
+def _chain(first: Iterator[pl.DataFrame], then: list[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    yield from first
+    yield from then
