@@ -140,10 +140,15 @@ def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
     prefix = mm[:lb]
     token = b'["tq-' + secrets.token_hex(8).encode() + b'"]'
     rb = j
-    for _ in range(16):   # the array's `]`: the last one whose suffix makes a valid document
+    for _ in range(64):   # the array's `]`: the last one after an object whose suffix makes a valid document
         rb = mm.rfind(b"]", lb, rb)
         if rb < 0:
             break
+        before = rb - 1
+        while before > lb and mm[before] in _WS:
+            before -= 1
+        if mm[before] not in b"}[":   # the array of events ends with an object (a later list of strings does not)
+            continue
         suffix = mm[rb + 1:]
         if b'"traceEvents"' in suffix or prefix.find(b'"traceEvents"', key + 1) >= 0 \
                 or b"\\u" in prefix or b"\\u" in suffix:
@@ -188,6 +193,8 @@ def _first_item(mm: mmap.mmap, a: int, b: int) -> bytes:
     for _ in range(64):
         m = _BOUNDARY.search(mm, pos, b)
         stop = m.start() + 1 if m else b
+        while stop > a and mm[stop - 1] in _WS:
+            stop -= 1
         try:
             msgspec.json.decode(mm[a:stop], type=msgspec.Raw)
             return bytes(mm[a:min(stop, a + 4096)])
