@@ -274,7 +274,8 @@ _CHECKS = {False: _event_check(False), True: _event_check(True)}
 
 
 def _validate(parts: list[Path], lower_ext: bool) -> int:
-    """Strict JSON and vouched-for types of every item of every part; the item count."""
+    """Strict JSON and vouched-for types of every item of every part; the item count.
+    Raises msgspec.DecodeError (not strict JSON), msgspec.ValidationError or _Refused."""
     n = 0
     dec = _CHECKS[lower_ext]
     for p in parts:
@@ -286,36 +287,92 @@ def _validate(parts: list[Path], lower_ext: bool) -> int:
     return n
 
 
+def _check(parts: list[Path], lower_ext: bool) -> int | str:
+    """`_validate` as a result: the item count, "json" (not strict JSON) or "types"."""
+    try:
+        return _validate(parts, lower_ext)
+    except (msgspec.ValidationError, _Refused):   # (a ValidationError is a DecodeError too)
+        return "types"
+    except msgspec.DecodeError:
+        return "json"
+
+
+def _fork_checks(parts: list[Path], lower_ext: bool, workers: int) -> tuple[list, list[Path]]:
+    """Spread `_check` over `workers` cores: msgspec holds the GIL, so forked children (forked
+    before DuckDB starts) take a share of the parts each and send back their result.
+    Returns the children and the share left to this process."""
+    if workers <= 1 or len(parts) < 2 or not hasattr(os, "fork"):
+        return [], parts
+    shares = [parts[i::workers] for i in range(min(workers, len(parts)))]
+    children = []
+    for share in shares[1:]:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: check its share, write the result, leave without cleanup
+            code = 1
+            try:
+                os.close(r)
+                os.write(w, str(_check(share, lower_ext)).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        children.append((pid, r))
+    return children, shares[0]
+
+
+def _join_children(children, results: list) -> None:
+    for pid, r in children:
+        with os.fdopen(r, "rb") as f:
+            got = f.read().decode()
+        os.waitpid(pid, 0)
+        results.append(int(got) if got.isdigit() else (got or "types"))
+
+
+def _combine(results: list) -> int | str:
+    if "json" in results:
+        return "json"
+    if any(not isinstance(x, int) for x in results):
+        return "types"
+    return sum(results)
+
+
 def _run(inputs: list[Path], workdir: Path, threads: int, made: list[Path], meta: _Trace, first: bytes) -> Decoded:
-    """DuckDB writes the raw part while msgspec checks the items (in this thread); a trace
-    that spells "external id" in lower case is checked and written again in that spelling."""
+    """DuckDB writes the raw part while msgspec checks the items (this thread, and forked
+    children when there are more cores); a trace that spells "external id" in lower case is
+    checked and written again in that spelling."""
     from .kineto_decode_sql import copy_raw
 
     out = workdir / "fast-raw.parquet"
     made.append(out)
     for lower_ext in (False, True):
         box: dict = {}
+        children, mine = _fork_checks(inputs, lower_ext, threads)
 
         def duck(lower: bool = lower_ext) -> None:
             try:
-                box["rows"] = copy_raw(inputs, out, workdir, threads, lower_ext=lower)
+                box["rows"] = copy_raw(inputs, out, workdir, threads, lower_ext=lower,
+                                       connected=lambda con: box.setdefault("con", con))
             except Exception as exc:  # noqa: BLE001 - any DuckDB error refuses (the robust path decides)
                 box["error"] = exc
 
         t = threading.Thread(target=duck)
         t.start()
+        results: list = []
         try:
-            n_items = _validate(inputs, lower_ext)
-        except (msgspec.ValidationError, _Refused):
-            n_items = None
-        except msgspec.DecodeError:
+            results.append(_check(mine, lower_ext))
+            if not isinstance(results[0], int) and "con" in box:
+                box["con"].interrupt()   # refused already: do not wait for DuckDB to finish
+        finally:
+            _join_children(children, results)
             t.join()
-            raise _Refused from None   # not strict JSON (or a cut inside an item)
-        t.join()
-        if n_items is not None and "error" not in box:
+        got = _combine(results)
+        if got == "json":
+            raise _Refused   # not strict JSON (or a cut inside an item)
+        if isinstance(got, int) and "error" not in box:
             for p in inputs:
                 _unlink(p)
-            return Decoded(parts=[out], meta=meta, n_items=n_items, first=first)
+            return Decoded(parts=[out], meta=meta, n_items=got, first=first)
         if lower_ext or not _mentions_lower_ext(inputs):
             break
     raise _Refused

@@ -89,13 +89,17 @@ def select_sql(files: list[Path], lower_ext: bool = False) -> str:
     return _SELECT.format(args=args, source=source)
 
 
-def copy_raw(files: list[Path], out: Path, workdir: Path, threads: int, lower_ext: bool = False) -> int:
+def copy_raw(files: list[Path], out: Path, workdir: Path, threads: int, lower_ext: bool = False,
+             connected=None) -> int:
     """Write the raw relation of `files` to the Parquet file `out` (row groups of 64 Ki rows);
-    returns its row count. DuckDB works in bounded memory (256 MB, spilling to `workdir`)."""
+    returns its row count. DuckDB works in bounded memory (256 MB, spilling to `workdir`).
+    `connected(con)` is told the connection (to interrupt it from another thread)."""
     import duckdb
 
     con = duckdb.connect(config={"threads": max(1, threads), "memory_limit": "256MB",
                                  "temp_directory": str(workdir / "duckdb-tmp"), "preserve_insertion_order": True})
+    if connected is not None:
+        connected(con)
     try:
         con.execute(_MACROS)
         done = con.execute(f"COPY ({select_sql(files, lower_ext)}) TO {_quote(out)} "
