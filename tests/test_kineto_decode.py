@@ -222,21 +222,27 @@ def test_a_cut_inside_a_string_is_refused(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ the fuzz corpus
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-@given(doc=kineto_document(), split=st.booleans())
-def test_fuzz_fast_rows_equal_robust_rows(doc, split, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fz")
-    if split:   # cut the array every few hundred bytes
-        kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT = 300, 0
+def check_fuzzed(doc: bytes, tmp: Path, split: bool, part_bytes: int) -> bool:
+    """Where the fast decoder takes `doc` (optionally cut every `part_bytes`), its rows equal
+    the robust decoder's; returns whether it took it."""
+    if split:
+        kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT = part_bytes, 0
     try:
         decoded = fast(doc, tmp)
     finally:
         kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT = PART_BYTES, MIN_SPLIT
     if decoded is not None:
         assert_equal(decoded, doc)
+    return decoded is not None
 
 
 PART_BYTES, MIN_SPLIT = kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=kineto_document(), split=st.booleans())
+def test_fuzz_fast_rows_equal_robust_rows(doc, split, tmp_path_factory):
+    check_fuzzed(doc, tmp_path_factory.mktemp("fz"), split, 300)
 
 
 @st.composite
@@ -268,12 +274,4 @@ def plausible_document(draw) -> bytes:
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(doc=plausible_document(), split=st.booleans())
 def test_plausible_traces_equal_robust_rows(doc, split, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("pl")
-    if split:
-        kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT = 200, 0
-    try:
-        decoded = fast(doc, tmp)
-    finally:
-        kineto_decode.PART_BYTES, kineto_decode.MIN_SPLIT = PART_BYTES, MIN_SPLIT
-    if decoded is not None:
-        assert_equal(decoded, doc)
+    check_fuzzed(doc, tmp_path_factory.mktemp("pl"), split, 200)
