@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from .. import schema
 from ..errors import BadInput
 from .common import Parsed, nesting_depth
-from .nsys_activity import SYNC_CALLS, Activity
+from .nsys_activity import GPU_OPS, HOST_OPS, SYNC_CALLS, Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, ordered_map, read_chunk
 from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, check_times, fmt_value
 
@@ -184,13 +184,11 @@ class _Export:
                 calls.append(out[1])
                 continue
             if key == "sync":
-                if waited is None:   # one call per process and correlation id: the first
-                    waited = pl.from_arrow(pa.concat_tables([SYNC_CALLS.empty_table(), *calls])).unique(
-                        ["pid", "correlation"], keep="first", maintain_order=True)
+                if waited is None:
+                    waited = Waits(pa.Table.from_batches(calls, SYNC_CALLS))
                 out = act.sync(out, waited)
             gpu.append(out)
-        return (pa.concat_tables([schema.GPU_OPS.empty_table(), *gpu]),
-                pa.concat_tables([schema.HOST_OPS.empty_table(), *host]))
+        return pa.Table.from_batches(gpu, GPU_OPS), pa.Table.from_batches(host, HOST_OPS)
 
     def regions(self, last_activity: int | None) -> tuple[pl.DataFrame, int]:
         """NVTX ranges, and how many of them end on another thread than they start on.

@@ -1,7 +1,7 @@
 """CUDA activity records of an nsys export -> gpu_ops / host_ops rows, one Arrow chunk at a time.
 
-Each translator takes a chunk of int64 columns (see `nsys.ACTIVITY`) and returns a table of
-the canonical schema. Everything that depends on a name or an enum value (the text of a
+Each translator takes a chunk (a record batch) of int64 columns (see `nsys.ACTIVITY`) and returns a table of
+the canonical schema (text dictionary-encoded). Everything that depends on a name or an enum value (the text of a
 StringIds id, its `_vNNNN`-less form, its category, a memcpy label) is computed once per
 distinct value, cached for the whole export, and gathered back to the rows by position
 (`Lookup`), so a chunk costs a few vectorised Arrow kernels whatever its size.
@@ -48,14 +48,17 @@ class Lookup:
     """Values computed once per distinct key and gathered back to every row.
 
     `compute(keys) -> {column: values}` gets the keys not seen before (None included) and
-    returns one list per output column, aligned with the keys (the column's Arrow type is
-    inferred: str or bool)."""
+    returns one list per output column, aligned with the keys: strings (or None), which come
+    back dictionary-encoded (each distinct text once per chunk: no copy per row, and the
+    Parquet writer takes the dictionary as it is), or booleans."""
 
     def __init__(self, compute: Callable[[list], dict[str, list]]):
         self.compute = compute
         self.cache: dict = {}
 
     def __call__(self, keys: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
         distinct = pc.unique(keys)
         values = distinct.to_pylist()
         new = [k for k in values if k not in self.cache]
@@ -64,7 +67,19 @@ class Lookup:
             self.cache.update(zip(new, (dict(zip(cols, row)) for row in zip(*cols.values()))))
         at = pc.index_in(keys, value_set=distinct, skip_nulls=False)
         rows = [self.cache[k] for k in values]
-        return {c: pc.take(_array([r[c] for r in rows]), at) for c in (rows[0] if rows else {})}
+        out = {}
+        for c in rows[0] if rows else ():
+            column = [r[c] for r in rows]
+            out[c] = (pc.take(pa.array(column, pa.bool_()), at) if any(isinstance(v, bool) for v in column)
+                      else _dictionary(column, at))
+        return out
+
+
+def _dictionary(texts: list, at: pa.Array) -> pa.DictionaryArray:
+    """texts[at] as a dictionary array (None: null)."""
+    position: dict[str, int] = {}
+    remap = [None if t is None else position.setdefault(t, len(position)) for t in texts]
+    return pa.DictionaryArray.from_arrays(pc.take(pa.array(remap, pa.int32()), at), pa.array(list(position), pa.string()))
 
 
 def _classified(names: list, kind: str) -> dict[str, list]:
@@ -128,53 +143,99 @@ class Activity:
         return {"name": names, **extra, **_classified(names, kind)}
 
     # ------------------------------------------------------------------ chunks
-    def host(self, chunk: pa.Table) -> tuple[pa.Table, pa.Table]:
+    def host(self, chunk: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.RecordBatch]:
         """host_ops rows of a CUPTI_ACTIVITY_KIND_RUNTIME chunk, and its calls of a sync API
         (pid, correlation, api: the name of the sync record the call causes)."""
         names = self.api_names(chunk["name_id"])
         driver = pc.fill_null(pc.equal(chunk["event_class"], 1), False)
-        kind = pc.if_else(names["sync_api"], 2, pc.if_else(driver, 1, 0))
-        host = _table("host_ops", chunk, kind=pc.take(HOST_KINDS, kind), name=names["name"],
+        kind = pc.if_else(names["sync_api"], 2, pc.if_else(driver, 1, 0)).cast(pa.int32())
+        host = _table("host_ops", chunk, kind=pa.DictionaryArray.from_arrays(kind, HOST_KINDS), name=names["name"],
                       unfinished=_const(False, chunk))
         waits = pc.is_valid(names["sync_record"])
-        calls = pa.table({"pid": chunk["pid"], "correlation": chunk["correlation"], "api": names["sync_record"]},
-                         schema=SYNC_CALLS).filter(waits)
+        calls = pa.RecordBatch.from_arrays([chunk["pid"], chunk["correlation"], names["sync_record"].cast(pa.string())],
+                                           schema=SYNC_CALLS).filter(waits)
         return host, calls
 
-    def kernels(self, chunk: pa.Table) -> pa.Table:
+    def kernels(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
         return _table("gpu_ops", chunk, kind=_const("kernel", chunk), **self.kernel_names(chunk["name_id"]))
 
-    def memcpy(self, chunk: pa.Table) -> pa.Table:
+    def memcpy(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
         return _table("gpu_ops", chunk, kind=_const("memcpy", chunk), **self.copy_names(chunk["copy"]),
                       src_kind=self.mem_kinds(chunk["src"])["label"], dst_kind=self.mem_kinds(chunk["dst"])["label"])
 
-    def memset(self, chunk: pa.Table) -> pa.Table:
+    def memset(self, chunk: pa.RecordBatch) -> pa.RecordBatch:
         return _table("gpu_ops", chunk, kind=_const("memset", chunk),
                       **{c: _const(v[0], chunk) for c, v in self.memset_names.items()})
 
-    def sync(self, chunk: pa.Table, calls: pl.DataFrame) -> pa.Table:
-        """Sync records, named after the API call that waited (`calls`: pid, correlation, api;
-        one row per pid and correlation) or else after their syncType."""
-        api = (pl.from_arrow(chunk.select(["pid", "correlation"]))
-               .join(calls, on=["pid", "correlation"], how="left", maintain_order="left")["api"].to_arrow())
-        name = pc.coalesce(api.cast(pa.string()), self.sync_labels(chunk["sync"])["label"])
+    def sync(self, chunk: pa.RecordBatch, waits: Waits) -> pa.RecordBatch:
+        """Sync records, named after the API call that waited (`waits`) or else after their syncType."""
+        name = pc.coalesce(waits.api(chunk["pid"], chunk["correlation"]),
+                           self.sync_labels(chunk["sync"])["label"].cast(pa.string()))
         # Context-wide and event syncs carry CUPTI's "no stream" (uint32 -1): -1 as in Kineto.
         stream = pc.if_else(pc.fill_null(pc.equal(chunk["stream"], NO_STREAM), False), -1, chunk["stream"])
         chunk = chunk.set_column(chunk.schema.get_field_index("stream"), "stream", stream)
         return _table("gpu_ops", chunk, kind=_const("sync", chunk), **self.sync_names(name))
 
 
-def _array(values: list) -> pa.Array:
-    got = pa.array(values)
-    return got.cast(pa.string()) if pa.types.is_null(got.type) else got
+class Waits:
+    """The runtime calls of a sync API (pid, correlation, api: the name of the sync record the
+    call causes, `Activity.host`), in call order; a sync record takes the first call of its
+    process with its correlation id."""
+
+    def __init__(self, calls: pa.Table):
+        self.calls = calls
+        self.keys = _pair_key(calls["pid"], calls["correlation"])
+        self.names = calls["api"].combine_chunks()
+        self._frame: pl.DataFrame | None = None
+
+    def api(self, pid: pa.Array, correlation: pa.Array) -> pa.Array:
+        keys = _pair_key(pid, correlation)
+        if keys is not None and self.keys is not None:
+            return pc.take(self.names, pc.index_in(keys, value_set=self.keys, skip_nulls=True))
+        if self._frame is None:   # ids beyond what one int64 key holds: a join on both columns
+            self._frame = pl.from_arrow(self.calls).unique(["pid", "correlation"], keep="first", maintain_order=True)
+        return (pl.DataFrame({"pid": pid, "correlation": correlation})
+                .join(self._frame, on=["pid", "correlation"], how="left", maintain_order="left")["api"]
+                .to_arrow().cast(pa.string()))
 
 
-def _const(value, chunk: pa.Table) -> pa.Array:
-    return pa.repeat(value, chunk.num_rows)
+def _pair_key(pid, correlation) -> pa.Array | None:
+    """(pid, correlation) as one int64, correlation << 24 | pid, when every pair fits (a 24-bit
+    pid, a correlation id in 0..2**39), else None. A pair with a null is null."""
+    pid, correlation = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (pid, correlation))
+    for values, bits in ((pid, 24), (correlation, 39)):
+        lo, hi = pc.min_max(values).values()
+        if lo.is_valid and (lo.as_py() < 0 or hi.as_py() >= 1 << bits):
+            return None
+    return pc.add(pc.shift_left(correlation, 24), pid)
 
 
-def _table(table: str, chunk: pa.Table, **columns: pa.Array) -> pa.Table:
-    """The chunk's columns of schema `table` plus `columns`, conformed (missing ones null)."""
+def _const(value, chunk: pa.RecordBatch) -> pa.Array:
+    """`value` on every row (a string: dictionary-encoded)."""
+    n = chunk.num_rows
+    if isinstance(value, bool):
+        return pa.repeat(value, n)
+    return pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(None if value is None else 0, pa.int32()), n),
+                                          pa.array([] if value is None else [value], pa.string()))
+
+
+def encoded(table: str) -> pa.Schema:
+    """Schema `table` with its text columns dictionary-encoded (what the translators return)."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type) if f.type == pa.string() else f.type)
+                      for f in schema.TABLES[table]])
+
+
+GPU_OPS, HOST_OPS = encoded("gpu_ops"), encoded("host_ops")
+
+
+def _table(table: str, chunk: pa.RecordBatch, **columns: pa.Array) -> pa.RecordBatch:
+    """The chunk's columns of schema `table` plus `columns`, in its `encoded` form (missing ones null)."""
     have = {c: chunk[c] for c in chunk.column_names if c in schema.TABLES[table].names}
     have.update(columns)
-    return schema.conform(table, pa.table(have))
+    target = GPU_OPS if table == "gpu_ops" else HOST_OPS
+    n = chunk.num_rows
+    cols = [pa.nulls(n, f.type) if f.name not in have else
+            have[f.name] if have[f.name].type == f.type else
+            have[f.name].cast(f.type) if pa.types.is_dictionary(f.type) else schema.cast(have[f.name], f.type)
+            for f in target]
+    return pa.RecordBatch.from_arrays(cols, schema=target)

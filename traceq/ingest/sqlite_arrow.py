@@ -73,26 +73,28 @@ def chunks(con: sqlite3.Connection, table: str, columns: set[str],
     return [(rowid, a, min(a + step - 1, hi)) for a in range(lo, hi + 1, step)]
 
 
-def read_chunk(path: Path, query: IntQuery, rows: tuple[str, int, int] | None) -> pa.Table:
-    """One chunk of `query` as an Arrow table of int64 columns (module doc)."""
-    table = _adbc(path, query.sql(rows))
+def read_chunk(path: Path, query: IntQuery, rows: tuple[str, int, int] | None) -> pa.RecordBatch:
+    """One chunk of `query` as one record batch of int64 columns (module doc)."""
+    table = _adbc(path, query.sql(rows), rows)
     if table is None:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
             values = con.execute(query.sql(rows, coerce=True)).fetchall()
         finally:
             con.close()
-        table = pa.Table.from_pylist([dict(zip(query.schema.names, v)) for v in values], schema=query.schema) \
-            if values else query.schema.empty_table()
-    return table
+        table = pa.Table.from_pylist([dict(zip(query.schema.names, v)) for v in values], schema=query.schema)
+    table = table.combine_chunks()
+    return table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema=query.schema)
 
 
-def _adbc(path: Path, sql: str) -> pa.Table | None:
+def _adbc(path: Path, sql: str, rows: tuple[str, int, int] | None) -> pa.Table | None:
     """The query's result via ADBC when every column comes back int64 (or all NULL), else None."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
 
         with adbc.connect(f"{path.resolve().as_uri()}?mode=ro") as acon, acon.cursor() as cur:
+            if rows is not None:   # the chunk in one batch
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(rows[2] - rows[1] + 1)})
             cur.execute(sql)
             table = cur.fetch_arrow_table()
     except Exception:  # noqa: BLE001 - ImportError, or values ADBC cannot type: the caller coerces
