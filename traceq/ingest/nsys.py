@@ -15,7 +15,7 @@ are read as integers only, in rowid-range chunks on all cores, by the ADBC SQLit
 straight into Arrow (`sqlite_arrow`; Python's sqlite3 builds a tuple per row and was the
 bottleneck), and translated chunk by chunk with vectorised Arrow kernels (`nsys_activity`):
 names, categories and enum labels are computed once per distinct StringIds id or enum value,
-`globalTid`/`globalPid` are decoded in SQL (PID = bits 24..47, TID = bits 0..23). NVTX
+`globalTid`/`globalPid` are decoded per chunk (PID = bits 24..47, TID = bits 0..23). NVTX
 nesting depth is a numpy sweep.
 
 Time validation (`validate.check_times`) needs the quartiles of all start times only when
@@ -75,12 +75,13 @@ def _text(expr: str) -> str:
 
 # The integer columns read from each activity table: key -> (table, alias -> SQL, WHERE). A tuple
 # lists alternatives: the first whose columns all exist is used (else NULL; for WHERE: no rows).
+# global_pid / global_tid are decoded into pid and tid by `_decode_global_ids`.
 _GPU = {"start_ns": "start", "end_ns": "end", "device": "deviceId", "stream": "streamId",
-        "correlation": "correlationId", "pid": _pid("globalPid")}
+        "correlation": "correlationId", "global_pid": "globalPid"}
 ACTIVITY = {
     "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", {
-        "start_ns": "start", "end_ns": "end", "event_class": ("eventClass", "0"), "pid": _pid("globalTid"),
-        "tid": _tid("globalTid"), "correlation": "correlationId", "name_id": "nameId",
+        "start_ns": "start", "end_ns": "end", "event_class": ("eventClass", "0"), "global_tid": "globalTid",
+        "correlation": "correlationId", "name_id": "nameId",
     }, ("eventClass IN (0, 1)", "1")),
     "kernel": ("CUPTI_ACTIVITY_KIND_KERNEL", {
         **_GPU, "name_id": ("demangledName", "shortName"), "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
@@ -173,7 +174,7 @@ class _Export:
 
         def work(item):
             key, query, rows = item
-            chunk = read_chunk(self.path, query, rows)
+            chunk = _decode_global_ids(read_chunk(self.path, query, rows))
             return key, translate[key](chunk) if key in translate else chunk
 
         host, calls, gpu = [], [], []
@@ -352,6 +353,19 @@ def _describe(row: dict) -> str:
     what = row.get("kind") or row.get("source") or "event"
     return (f"{what} {str(row.get('name'))[:60]!r} with start {fmt_value(row.get('start_ns'))} ns, "
             f"end {fmt_value(row.get('end_ns'))} ns")
+
+
+def _decode_global_ids(chunk: pa.RecordBatch) -> pa.RecordBatch:
+    """pid (bits 24..47) and tid (bits 0..23) from globalPid / globalTid, as `_pid`/`_tid` in SQL
+    (cheaper here: SQLite evaluates an expression per row)."""
+    for col, parts in (("global_pid", ("pid",)), ("global_tid", ("pid", "tid"))):
+        if col in chunk.schema.names:
+            ids = chunk.column(col)
+            decoded = {"pid": pc.bit_wise_and(pc.shift_right(ids, 24), 16777215), "tid": pc.bit_wise_and(ids, 16777215)}
+            chunk = chunk.drop_columns([col])
+            for part in parts:
+                chunk = chunk.append_column(part, decoded[part])
+    return chunk
 
 
 def _provably_kept(tables: list[pa.Table]) -> bool:
