@@ -132,15 +132,21 @@ def conform(name: str, table: pa.Table | None) -> pa.Table:
     for field in schema:
         if field.name in table.column_names:
             col = table.column(field.name)
-            if col.type != field.type:
-                col = _cast(col, field.type)
+            if col.type != field.type and col.type != _dictionary_of(field.type):
+                col = cast(col, field.type)
             cols.append(col)
         else:
             cols.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(cols, schema=schema)
+    return pa.Table.from_arrays(cols, schema=pa.schema([pa.field(f.name, c.type) for f, c in zip(schema, cols)]))
 
 
-def _cast(col, to: pa.DataType):
+def _dictionary_of(t: pa.DataType) -> pa.DataType | None:
+    """The dictionary-encoded form of a string column that conform() keeps as it is (a reader
+    may hand text over dictionary-encoded: Parquet stores it so anyway, and readers see text)."""
+    return pa.dictionary(pa.int32(), t) if t == STR else None
+
+
+def cast(col, to: pa.DataType):
     """Cast; integers that do not fit a narrower integer type (a grid of 10**12) become null."""
     try:
         return col.cast(to)

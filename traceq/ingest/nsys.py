@@ -11,30 +11,35 @@ Owns the translation of one `nsys export --type sqlite` file of schema 2.x (`EXP
 
 nsys creates tables lazily and renames columns between versions, so every table and column
 is probed; a missing table means no rows, a missing column means nulls. The activity tables
-are read as integers only, by the ADBC SQLite driver straight into Arrow (Python's sqlite3
-builds a tuple per row and was the bottleneck). Everything after the fetch is vectorised: StringIds are joined per distinct
-id, `globalTid`/`globalPid` are decoded in SQL (PID = bits 24..47, TID = bits 0..23), NVTX
+are read as integers only, in rowid-range chunks on all cores, by the ADBC SQLite driver
+straight into Arrow (`sqlite_arrow`; Python's sqlite3 builds a tuple per row and was the
+bottleneck), and translated chunk by chunk with vectorised Arrow kernels (`nsys_activity`):
+names, categories and enum labels are computed once per distinct StringIds id or enum value,
+`globalTid`/`globalPid` are decoded per chunk (PID = bits 24..47, TID = bits 0..23). NVTX
 nesting depth is a numpy sweep.
 
-Names: kernels by `demangledName` (nsys `cuda_gpu_kern_sum`), copies `[CUDA memcpy <label>]`
-and `[CUDA memset]` (nsys `cuda_gpu_mem_time_sum`), sync records after the waiting API in
-Kineto's words (`Context Sync`, `Stream Sync`, `Event Sync`, `Stream Wait Event`).
+Time validation (`validate.check_times`) needs the quartiles of all start times only when
+something could be dropped: when every record's times are valid and the whole capture spans
+less than the smallest margin the rule allows (1000 s), nothing can be, and the quantiles are
+not computed.
 """
 from __future__ import annotations
 
 import re
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema
-from ..categories import classify
 from ..errors import BadInput
-from .common import Parsed, nesting_depth, strip_api_suffix_expr
-from .validate import LIMIT_NS, check_times, fmt_value
+from .common import Parsed, nesting_depth
+from .nsys_activity import GPU_OPS, HOST_OPS, SYNC_CALLS, Activity, Waits
+from .sqlite_arrow import IntQuery, as_int, chunks, ordered_map, read_chunk
+from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, check_times, fmt_value
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -48,29 +53,11 @@ MEM_KIND_LABELS = {
     6: "Managed Static", 7: "Unknown",
 }
 SYNC_LABELS = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
-# gpu_ops.copy_kind: short direction per memcpy enum value.
-COPY_KINDS = {
-    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM_HtoD", 12: "UVM_DtoH", 13: "UVM_DtoD",
-}
-# Synchronisation APIs -> the name of the GPU-side sync record they cause (Kineto's `cuda_sync`
-# names). Sync records are named after their API because the stored syncType numbers disagree
-# with the ENUM_CUPTI_SYNC_TYPE labels (cudaDeviceSynchronize is 1 "Event sync" in 3.13, 0
-# "Unknown" in 3.16; cudaStreamSynchronize is 2 "Stream wait sync" in 3.16, 3 in 2.9).
-SYNC_APIS = {
-    "cudaDeviceSynchronize": "Context Sync", "cudaThreadSynchronize": "Context Sync",
-    "cuCtxSynchronize": "Context Sync",
-    "cudaStreamSynchronize": "Stream Sync", "cuStreamSynchronize": "Stream Sync",
-    "cudaEventSynchronize": "Event Sync", "cuEventSynchronize": "Event Sync", "cudaEventQuery": "Event Sync",
-    "cudaStreamWaitEvent": "Stream Wait Event", "cuStreamWaitEvent": "Stream Wait Event",
-}
-BLOCKING_SYNC_APIS = [api for api in SYNC_APIS if api != "cudaEventQuery"]   # host_ops kind sync_api
 NVTX_RANGES = (59, 60, 70, 71)   # NvtxPushPopRange, NvtxStartEndRange, NVTXT push/pop and start/end
 NVTX_DOMAIN_CREATE = 75
 # in this order of trust; LOCAL_RANK (the rank within a node) only when nothing else says
 RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "LOCAL_RANK")
 NO_KERNELS = "no CUDA kernel activity in this export"
-NO_STREAM = 0xFFFFFFFF   # streamId of sync records that wait on no particular stream
 _KEYWORDS = {"IN", "AND", "OR", "NOT", "IS", "NULL"}
 
 
@@ -82,25 +69,19 @@ def _tid(col: str) -> str:
     return f"({col} & 16777215)"
 
 
-def _int(expr: str) -> str:
-    """An SQL expression as an integer whatever its storage class: integers as they are,
-    reals that fit int64 truncated, anything else (text, blobs, 1e300) NULL."""
-    return (f"(CASE typeof({expr}) WHEN 'integer' THEN {expr} WHEN 'real' THEN CASE WHEN abs({expr}) < 4.6e18 "
-            f"THEN CAST({expr} AS INTEGER) END END)")
-
-
 def _text(expr: str) -> str:
     return f"CAST({expr} AS TEXT)"
 
 
 # The integer columns read from each activity table: key -> (table, alias -> SQL, WHERE). A tuple
 # lists alternatives: the first whose columns all exist is used (else NULL; for WHERE: no rows).
+# global_pid / global_tid are decoded into pid and tid by `_decode_global_ids`.
 _GPU = {"start_ns": "start", "end_ns": "end", "device": "deviceId", "stream": "streamId",
-        "correlation": "correlationId", "pid": _pid("globalPid")}
+        "correlation": "correlationId", "global_pid": "globalPid"}
 ACTIVITY = {
     "runtime": ("CUPTI_ACTIVITY_KIND_RUNTIME", {
-        "start_ns": "start", "end_ns": "end", "event_class": ("eventClass", "0"), "pid": _pid("globalTid"),
-        "tid": _tid("globalTid"), "correlation": "correlationId", "name_id": "nameId",
+        "start_ns": "start", "end_ns": "end", "event_class": ("eventClass", "0"), "global_tid": "globalTid",
+        "correlation": "correlationId", "name_id": "nameId",
     }, ("eventClass IN (0, 1)", "1")),
     "kernel": ("CUPTI_ACTIVITY_KIND_KERNEL", {
         **_GPU, "name_id": ("demangledName", "shortName"), "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
@@ -159,39 +140,9 @@ class _Export:
                 return e
         return None
 
-    def fetch_ints(self, specs: dict[str, tuple]) -> dict[str, pl.DataFrame]:
-        """Run integer-only queries (key -> (table, select, where), as in ACTIVITY); a frame per key.
-
-        The activity tables are read by the ADBC SQLite driver straight into Arrow (C, no
-        Python object per value); text tables stay on sqlite3, which decodes bad UTF-8.
-        """
-        out, queries, coerced = {}, {}, {}
-        for key, (table, select, where) in specs.items():
-            cond = self.usable(table, where)
-            if table not in self.tables or not cond:
-                out[key] = pl.DataFrame(schema=dict.fromkeys(select, pl.Int64))
-                continue
-            exprs = [(alias, self.usable(table, e) or "NULL") for alias, e in select.items()]
-            queries[key] = f'SELECT {", ".join(f"{e} AS {a}" for a, e in exprs)} FROM "{table}" WHERE {cond}'
-            coerced[key] = f'SELECT {", ".join(f"{_int(e)} AS {a}" for a, e in exprs)} FROM "{table}" WHERE {cond}'
-        # ADBC fetches run in C without the GIL: read the tables side by side
-        with ThreadPoolExecutor(max_workers=min(4, max(1, len(queries)))) as pool:
-            frames = dict(zip(queries, pool.map(lambda sql: _arrow_query(self.path, sql), queries.values())))
-        for key, frame in frames.items():
-            cols = [pl.col(a).cast(pl.Int64) for a in specs[key][1]]
-            try:
-                if frame is None:
-                    raise ValueError("ADBC could not read it")
-                out[key] = frame.select(cols)
-            except (ValueError, pl.exceptions.PolarsError):
-                # mixed or wrong storage classes (text, reals beyond int64): sqlite3 reads every
-                # value, and values that are no integer become NULL (dropped or null later)
-                out[key] = _sqlite_query(self.con, coerced[key]).select(cols)
-        return out
-
     def strings(self) -> pl.DataFrame:
         if self._strings is None:
-            rows = (self.con.execute(f"SELECT {_int('id')}, {_text('value')} FROM StringIds").fetchall()
+            rows = (self.con.execute(f"SELECT {as_int('id')}, {_text('value')} FROM StringIds").fetchall()
                     if {"id", "value"} <= self.columns("StringIds") else [])
             self._strings = pl.DataFrame(rows, schema={"id": pl.Int64, "value": pl.String}, orient="row")
         return self._strings
@@ -203,62 +154,42 @@ class _Export:
 
     def enum(self, table: str, fallback: dict[int, str]) -> dict[int, str]:
         if {"id", "label"} <= self.columns(table):
-            rows = self.con.execute(f'SELECT {_int("id")}, {_text("label")} FROM "{table}"').fetchall()
+            rows = self.con.execute(f'SELECT {as_int("id")}, {_text("label")} FROM "{table}"').fetchall()
             return {i: label for i, label in rows if i is not None and label is not None}
         return fallback
 
     # ------------------------------------------------------------------ tables
-    def host_ops(self, api: pl.DataFrame) -> pl.DataFrame:
-        """Runtime/driver calls; `sync_record` (dropped by the schema) names the sync record a call causes."""
-        names = self.strings().filter(pl.col("id").is_in(api["name_id"].unique().implode())).select(
-            name_id="id", name=strip_api_suffix_expr(pl.col("value")))
-        base = _api_base(pl.col("name"))
-        names = names.with_columns(is_sync=base.is_in(BLOCKING_SYNC_APIS),
-                                   sync_record=base.replace_strict(SYNC_APIS, default=None))
-        api = api.join(names, on="name_id", how="left", maintain_order="left")
-        return api.with_columns(
-            kind=pl.when("is_sync").then(pl.lit("sync_api"))
-            .when(pl.col("event_class") == 1).then(pl.lit("driver")).otherwise(pl.lit("runtime")),
-            unfinished=pl.lit(False),
-        ).drop("name_id", "event_class", "is_sync")
+    def activity(self) -> tuple[pa.Table, pa.Table]:
+        """gpu_ops and host_ops of the CUDA activity tables, read and translated chunk by chunk
+        on all cores (chunks of the runtime table first: sync records are named after the calls)."""
+        act = Activity(self.strings(), self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_LABELS),
+                       self.enum("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS), self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_LABELS))
+        plan = []
+        for key, (table, select, where) in ACTIVITY.items():
+            cond = self.usable(table, where)
+            if table in self.tables and cond:
+                query = IntQuery(table, tuple((a, self.usable(table, e) or "NULL") for a, e in select.items()), cond)
+                plan += [(key, query, rows) for rows in chunks(self.con, table, self.columns(table))]
+        translate = {"runtime": act.host, "kernel": act.kernels, "memcpy": act.memcpy, "memset": act.memset}
 
-    def gpu_ops(self, raw: dict[str, pl.DataFrame], host: pl.DataFrame) -> pl.DataFrame:
-        kernels = raw["kernel"]
-        # Kernel names are classified once per distinct StringIds id, then joined on the id.
-        names = self.strings().filter(pl.col("id").is_in(kernels["name_id"].unique().implode()))
-        names = pl.concat([names.select(name_id="id", name="value"),
-                           classify(names["value"], pl.repeat("kernel", names.height, eager=True))], how="horizontal")
-        kernels = kernels.join(names, on="name_id", how="left", maintain_order="left").drop("name_id")
-        kernels = kernels.with_columns(kind=pl.lit("kernel"))
+        def work(item):
+            key, query, rows = item
+            chunk = _decode_global_ids(read_chunk(self.path, query, rows))
+            return key, translate[key](chunk) if key in translate else chunk
 
-        copy_labels = self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_LABELS)
-        mem_kinds = self.enum("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS)
-        memcpy = raw["memcpy"].with_columns(
-            kind=pl.lit("memcpy"),
-            name=pl.format("[CUDA memcpy {}]", _label("copy", copy_labels)),
-            copy_kind=_label("copy", COPY_KINDS),
-            src_kind=_label("src", mem_kinds),
-            dst_kind=_label("dst", mem_kinds),
-        ).drop("copy", "src", "dst")
-
-        memset = raw["memset"].with_columns(
-            kind=pl.lit("memset"), name=pl.lit("[CUDA memset]"))
-
-        # A sync record is named after the API that waited (see SYNC_APIS), else after its syncType.
-        sync_api = (host.filter(pl.col("sync_record").is_not_null())
-                    .select("pid", "correlation", api="sync_record")
-                    .unique(["pid", "correlation"], keep="first", maintain_order=True))
-        sync = raw["sync"]
-        sync = sync.join(sync_api, on=["pid", "correlation"], how="left", maintain_order="left").with_columns(
-            kind=pl.lit("sync"),
-            name=pl.coalesce("api", _label("sync", self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_LABELS))),
-            # Context-wide and event syncs carry CUPTI's "no stream" (uint32 -1): -1 as in Kineto.
-            stream=pl.when(pl.col("stream") == NO_STREAM).then(-1).otherwise("stream"),
-        ).drop("sync", "api")
-
-        other = pl.concat([memcpy, memset, sync], how="diagonal_relaxed")
-        other = pl.concat([other, classify(other["name"], other["kind"])], how="horizontal")
-        return pl.concat([kernels, other], how="diagonal_relaxed")
+        host, calls, gpu = [], [], []
+        waited = None
+        for key, out in ordered_map(work, plan):
+            if key == "runtime":
+                host.append(out[0])
+                calls.append(out[1])
+                continue
+            if key == "sync":
+                if waited is None:
+                    waited = Waits(pa.Table.from_batches(calls, SYNC_CALLS))
+                out = act.sync(out, waited)
+            gpu.append(out)
+        return pa.Table.from_batches(gpu, GPU_OPS), pa.Table.from_batches(host, HOST_OPS)
 
     def regions(self, last_activity: int | None) -> tuple[pl.DataFrame, int]:
         """NVTX ranges, and how many of them end on another thread than they start on.
@@ -272,7 +203,7 @@ class _Export:
         dtypes = {a: pl.String if a == "text" else pl.Int64 for a in cols}
         rows = []
         if self.usable("NVTX_EVENTS", "eventType"):
-            exprs = ", ".join((_text if a == "text" else _int)(self.usable("NVTX_EVENTS", e) or "NULL")
+            exprs = ", ".join((_text if a == "text" else as_int)(self.usable("NVTX_EVENTS", e) or "NULL")
                               for a, e in cols.items())
             types = ", ".join(map(str, NVTX_RANGES + (NVTX_DOMAIN_CREATE,)))
             rows = self.con.execute(f"SELECT {exprs} FROM NVTX_EVENTS WHERE eventType IN ({types})").fetchall()
@@ -310,7 +241,7 @@ class _Export:
         """MPI_RANKS, else the first of RANK_VARS set in the capture environment
         (TARGET_INFO_SYSTEM_ENV or, nsys 2024+, META_DATA_CAPTURE)."""
         if "rank" in self.columns("MPI_RANKS"):
-            ranks = sorted(r for (r,) in self.con.execute(f"SELECT DISTINCT {_int('rank')} FROM MPI_RANKS")
+            ranks = sorted(r for (r,) in self.con.execute(f"SELECT DISTINCT {as_int('rank')} FROM MPI_RANKS")
                            if r is not None)
             if len(ranks) == 1:
                 return int(ranks[0]), []
@@ -368,14 +299,14 @@ class _Export:
         cols = self.columns("TARGET_INFO_GPU")
         if "id" not in cols:
             return []
-        pick = ", ".join((_text if c == "name" else _int)(c) if c in cols else "NULL"
+        pick = ", ".join((_text if c == "name" else as_int)(c) if c in cols else "NULL"
                          for c in ("id", "name", "smCount", "totalMemory"))
         rows = self.con.execute(f"SELECT DISTINCT {pick} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
         return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem} for i, n, sm, mem in rows]
 
     def clock_offset_ns(self) -> int:
         if "utcEpochNs" in self.columns("TARGET_INFO_SESSION_START_TIME"):
-            row = self.con.execute(f"SELECT {_int('utcEpochNs')} FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            row = self.con.execute(f"SELECT {as_int('utcEpochNs')} FROM TARGET_INFO_SESSION_START_TIME").fetchone()
             if row and row[0] is not None and abs(row[0]) <= LIMIT_NS:
                 return int(row[0])
         return 0
@@ -384,26 +315,29 @@ class _Export:
     def parse(self) -> Parsed:
         if not self.is_nsys():
             raise BadInput("SQLite file is not an Nsight Systems export (no nsys tables)", self.path)
-        raw = self.fetch_ints(ACTIVITY)
-        host = self.host_ops(raw["runtime"])
-        gpu = self.gpu_ops(raw, host)
-        checked, dropped = check_times({"gpu": gpu, "host": host}, _describe, "CUDA activity records")
-        gpu, host = checked["gpu"], checked["host"]
-        regions, cross_thread = self.regions(max(gpu["end_ns"].max() or 0, host["end_ns"].max() or 0))
-        checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges", reference=[gpu, host])
-        regions = checked["regions"]
-        if not (gpu.height or host.height or regions.height):
+        gpu, host = self.activity()
+        dropped = None
+        if not _provably_kept([gpu, host]):
+            checked, dropped = check_times({"gpu": pl.from_arrow(gpu), "host": pl.from_arrow(host)}, _describe,
+                                           "CUDA activity records")
+            gpu, host = (schema.conform(t, checked[k].to_arrow()) for t, k in (("gpu_ops", "gpu"), ("host_ops", "host")))
+        regions, cross_thread = self.regions(max(pc.max(gpu["end_ns"]).as_py() or 0, pc.max(host["end_ns"]).as_py() or 0))
+        dropped_nvtx = None
+        if regions.height and not _provably_kept([gpu, host, regions.select("start_ns", "end_ns").to_arrow()]):
+            checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges",
+                                                reference=[pl.from_arrow(t.select(["start_ns", "end_ns"])) for t in (gpu, host)])
+            regions = checked["regions"]
+        if not (gpu.num_rows or host.num_rows or regions.height):
             raise BadInput("no trace events (no CUDA kernels, copies, runtime calls or NVTX ranges"
                            + (f"; {dropped or dropped_nvtx}" if dropped or dropped_nvtx else "") + ")", self.path)
-        warnings = [] if (gpu["kind"] == "kernel").any() else [NO_KERNELS]
+        warnings = [] if pc.any(pc.equal(gpu["kind"], "kernel")).as_py() else [NO_KERNELS]
         warnings += [w for w in (dropped, dropped_nvtx) if w]
         if cross_thread:
             warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
                             "(kept with the starting thread's pid/tid)")
         rank, rank_warnings = self.rank()
         return Parsed(
-            tables={"gpu_ops": schema.conform("gpu_ops", gpu.to_arrow()),
-                    "host_ops": schema.conform("host_ops", host.to_arrow()),
+            tables={"gpu_ops": gpu, "host_ops": host,
                     "regions": schema.conform("regions", regions.to_arrow())},
             format="nsys",
             format_version=self.meta("EXPORT_SCHEMA_VERSION"),
@@ -415,37 +349,37 @@ class _Export:
         )
 
 
-def _arrow_query(path: Path, sql: str) -> pl.DataFrame | None:
-    """An integer-only query as a polars frame via ADBC, on a connection of its own (thread-safe);
-    None when ADBC is missing or rejects the values."""
-    try:
-        import adbc_driver_sqlite.dbapi as adbc
-
-        with adbc.connect(f"{path.resolve().as_uri()}?mode=ro") as acon, acon.cursor() as cur:
-            cur.execute(sql)
-            return pl.from_arrow(cur.fetch_arrow_table())
-    except Exception:  # noqa: BLE001 - ImportError, or values ADBC cannot type: the caller falls back
-        return None
-
-
-def _sqlite_query(con: sqlite3.Connection, sql: str) -> pl.DataFrame:
-    cur = con.execute(sql)
-    names = [d[0] for d in cur.description]
-    return pl.DataFrame(cur.fetchall(), schema=dict.fromkeys(names, pl.Int64), orient="row")
-
-
 def _describe(row: dict) -> str:
     what = row.get("kind") or row.get("source") or "event"
     return (f"{what} {str(row.get('name'))[:60]!r} with start {fmt_value(row.get('start_ns'))} ns, "
             f"end {fmt_value(row.get('end_ns'))} ns")
 
 
-def _api_base(name: pl.Expr) -> pl.Expr:
-    """API name without its per-thread-default-stream suffix (cudaStreamSynchronize_ptsz)."""
-    return name.str.replace(r"_pt(sz|ds)$", "")
+def _decode_global_ids(chunk: pa.RecordBatch) -> pa.RecordBatch:
+    """pid (bits 24..47) and tid (bits 0..23) from globalPid / globalTid, as `_pid`/`_tid` in SQL
+    (cheaper here: SQLite evaluates an expression per row)."""
+    for col, parts in (("global_pid", ("pid",)), ("global_tid", ("pid", "tid"))):
+        if col in chunk.schema.names:
+            ids = chunk.column(col)
+            decoded = {"pid": pc.bit_wise_and(pc.shift_right(ids, 24), 16777215), "tid": pc.bit_wise_and(ids, 16777215)}
+            chunk = chunk.drop_columns([col])
+            for part in parts:
+                chunk = chunk.append_column(part, decoded[part])
+    return chunk
 
 
-def _label(col: str, labels: dict[int, str]) -> pl.Expr:
-    """Enum number -> label; numbers missing from `labels` keep their digits."""
-    return pl.col(col).replace_strict(labels, default=pl.col(col).cast(pl.String), return_dtype=pl.String)
-
+def _provably_kept(tables: list[pa.Table]) -> bool:
+    """True when `check_times` would keep every row of `tables` (start_ns/end_ns columns):
+    all times valid, and all within less than the smallest margin of the absurd-time rule
+    (ABSURD_FACTOR x MIN_WIDTH_NS, about the middle half of the trace): then no quantile is needed."""
+    lo, hi = None, None
+    for t in tables:
+        if t.num_rows == 0:
+            continue
+        s, e = t["start_ns"], t["end_ns"]
+        if s.null_count or e.null_count or not pc.all(pc.greater_equal(e, s)).as_py():
+            return False
+        t_lo, t_hi = pc.min(s).as_py(), pc.max(e).as_py()
+        lo = t_lo if lo is None else min(lo, t_lo)
+        hi = t_hi if hi is None else max(hi, t_hi)
+    return lo is None or (-LIMIT_NS <= lo and hi <= LIMIT_NS and hi - lo <= ABSURD_FACTOR * MIN_WIDTH_NS)

@@ -1,0 +1,73 @@
+"""nsys activity tables are read in rowid-range chunks on several threads (traceq.ingest.sqlite_arrow):
+the tables must not depend on how the export is cut, nor on how the sync records are matched
+to their calls."""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pyarrow as pa
+import pytest
+
+from conftest import shared_trace
+from traceq.ingest import nsys, nsys_activity, sqlite_arrow
+
+
+def tables(path) -> dict[str, pa.Table]:
+    """The canonical tables of one read, text decoded (chunks carry their own dictionaries)."""
+    out = {}
+    for name, t in nsys.read(path).tables.items():
+        out[name] = pa.table({c: t[c].cast(pa.string()) if pa.types.is_dictionary(t[c].type) else t[c]
+                              for c in t.column_names})
+    return out
+
+
+@pytest.mark.parametrize("rel", ["nsys/pipit/perlmutter-cloverleaf-cuda.sqlite", "nsys/DLProf/nsys_profile.sqlite"])
+def test_many_small_chunks_give_the_tables_of_one_chunk(rel, monkeypatch):
+    path = shared_trace(rel)
+    monkeypatch.setattr(sqlite_arrow, "CHUNK_ROWS", 1 << 30)
+    whole = tables(path)
+    monkeypatch.setattr(sqlite_arrow, "CHUNK_ROWS", 97)   # dozens of chunks per table, the last one short
+    cut = tables(path)
+    assert {n: t.num_rows for n, t in cut.items()} == {n: t.num_rows for n, t in whole.items()}
+    assert whole["gpu_ops"].num_rows > 20 * 97 or rel.startswith("nsys/DLProf")
+    for name in whole:
+        assert cut[name].equals(whole[name]), name
+
+
+def test_chunks_cover_every_rowid_once(tmp_path):
+    db = tmp_path / "t.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (a INTEGER)")
+    con.executemany("INSERT INTO t (rowid, a) VALUES (?, ?)", [(r, r) for r in (-5, 1, 2, 3, 10, 11, 250)])
+    con.commit()
+    got = sqlite_arrow.chunks(con, "t", {"a"}, chunk_rows=4)
+    assert got[:3] == [("rowid", -5, -2), ("rowid", -1, 2), ("rowid", 3, 6)]
+    assert got[-1] == ("rowid", 247, 250) and len(got) == 64   # (250 - -5 + 1) / 4 ranges, back to back
+    assert all(b[1] == a[2] + 1 for a, b in zip(got, got[1:]))
+    q = sqlite_arrow.IntQuery("t", (("a", "a"),))
+    rows = [v for r in got for v in sqlite_arrow.read_chunk(db, q, r).column("a").to_pylist()]
+    assert rows == [-5, 1, 2, 3, 10, 11, 250]
+    # a column that hides `rowid` moves the ranges to the next alias; an empty table has no chunks
+    assert sqlite_arrow.chunks(con, "t", {"a", "ROWID"}, chunk_rows=400) == [("_rowid_", -5, 250)]
+    con.execute("CREATE TABLE e (a INTEGER)")
+    assert sqlite_arrow.chunks(con, "e", {"a"}) == []
+    con.close()
+
+
+def test_sync_records_find_their_call_when_correlation_ids_exceed_one_int64_key(tmp_path):
+    """Correlation ids beyond 2**39 cannot share an int64 with the pid: the sync records are
+    then matched by a join on both columns, and must get the same names."""
+    src = shared_trace("nsys/pipit/perlmutter-cloverleaf-cuda.sqlite")
+    big = tmp_path / "big-ids.sqlite"
+    shutil.copyfile(src, big)
+    con = sqlite3.connect(big)
+    with con:
+        for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+            con.execute(f"UPDATE {t} SET correlationId = correlationId + (1 << 45)")
+    con.close()
+    assert nsys_activity._pair_key(pa.array([1]), pa.array([1 << 45])) is None
+    before, after = tables(src)["gpu_ops"], tables(big)["gpu_ops"]
+    sync = lambda t: t.filter(pa.compute.equal(t["kind"], "sync"))["name"].to_pylist()   # noqa: E731
+    assert sync(after) == sync(before)
+    assert "Context Sync" in sync(before)
