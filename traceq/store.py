@@ -117,15 +117,16 @@ class Store:
         return TraceqError(f"store manifest is unreadable ({str(exc).splitlines()[0][:160]}); the store cannot be "
                            "repaired in place: re-ingest the traces into a new store", self.manifest_path)
 
-    def _manifest_files(self, con) -> list[tuple[str, int, str | None]]:
-        """(run, rank, files JSON) of every manifest row, read by DuckDB (no pyarrow)."""
+    def _read_manifest(self, con) -> bool:
+        """TEMP TABLE runs on `con`: the manifest, read by DuckDB (no pyarrow). False: no manifest."""
         if not self.manifest_path.exists():
-            return []
+            return False
         try:
-            return con.execute(f"SELECT run, rank, files FROM read_parquet({_sql_str(str(self.manifest_path))}, "
-                               "hive_partitioning = false)").fetchall()
+            con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, "
+                        "hive_partitioning = false)")
         except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
             raise self._unreadable(exc) from None
+        return True
 
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
@@ -137,10 +138,14 @@ class Store:
         import duckdb
 
         con = duckdb.connect(":memory:")
-        rows = [(run, rank, json.loads(files or "{}")) for run, rank, files in self._manifest_files(con)]
-        if rows:
-            con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, hive_partitioning = false)")
+        # `runs` is read once (a temp table): the table views below and every query see the same
+        # manifest even while an ingest replaces it
+        con.execute("SET enable_external_file_cache = false")
+        if self._read_manifest(con):
+            rows = [(run, rank, json.loads(files or "{}"))
+                    for run, rank, files in con.execute("SELECT run, rank, files FROM runs").fetchall()]
         else:
+            rows = []
             _empty_view(con, "runs", schema.RUNS_COLUMNS)
         for table, columns in schema.TABLE_COLUMNS.items():
             files = []
