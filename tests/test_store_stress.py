@@ -93,7 +93,6 @@ def test_full_disk_leaves_the_store_as_it_was(tmp_path, monkeypatch):
     """ENOSPC injected into the Parquet writer, first while staging, then at the manifest."""
     import pyarrow.parquet as pq
 
-    from traceq import store as store_mod
     from traceq.errors import TraceqError
     from traceq.ingest import ingest
 
@@ -113,12 +112,12 @@ def test_full_disk_leaves_the_store_as_it_was(tmp_path, monkeypatch):
                     raise OSError(errno.ENOSPC, "No space left on device")
                 super().__init__(where, *a, **k)
 
-        monkeypatch.setattr(store_mod.pq, "write_table", full)
-        monkeypatch.setattr(store_mod.pq, "ParquetWriter", FullWriter)
+        monkeypatch.setattr(pq, "write_table", full)
+        monkeypatch.setattr(pq, "ParquetWriter", FullWriter)
         with pytest.raises(TraceqError, match=r"cannot write to the store \(No space left on device\); nothing was changed"):
             ingest([trace(tmp_path / f"new_{fail_on}.json", 60)], store, jobs=1)
-        monkeypatch.setattr(store_mod.pq, "write_table", real)
-        monkeypatch.setattr(store_mod.pq, "ParquetWriter", real_writer)
+        monkeypatch.setattr(pq, "write_table", real)
+        monkeypatch.setattr(pq, "ParquetWriter", real_writer)
         assert store_digest(store) == before
         assert not any((store / ".staging").iterdir())
     assert ingest([trace(tmp_path / "later.json", 70)], store, jobs=1)[0].status == "added"

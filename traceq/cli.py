@@ -15,7 +15,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from . import cli_coercion
 from .analyses import EXECUTOR_HELP, SCHEDULER_FILE_HELP, SCHEDULER_HELP
+
+cli_coercion.install()   # plain str/int options without pydantic (start-up time)
 
 app = typer.Typer(
     name="traceq",
@@ -341,11 +344,59 @@ def _damaged_store_file(exc: Exception) -> str | None:
 
 
 def main() -> None:
-    """Console entry point: one-line errors, exit code 2 for bad input, --debug for tracebacks."""
+    """Console entry point: one-line errors, exit code 2 for bad input, --debug for tracebacks.
+
+    Query results go from DuckDB to polars as Arrow streams, without pyarrow (store.ARROW_STREAMS,
+    start-up time); a process that used them ends with os._exit once stdout and stderr are
+    flushed, skipping the interpreter's teardown (where DuckDB would report leaked objects).
+    """
+    from . import store
+
+    store.ARROW_STREAMS = True
+    try:
+        _main()
+    except SystemExit as exc:
+        if not store.streams_used():
+            raise
+        _leave(exc.code)
+    if store.streams_used():
+        _leave(0)
+
+
+def _leave(code) -> None:
+    """sys.exit(code) without interpreter teardown (no atexit handlers, no module cleanup)."""
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        sys.stderr.write(f"{code}\n")
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a closed pipe (`traceq ... | head`): nothing more to say
+            code = code or 1
+    os._exit(code)
+
+
+def _app_for(argv: list[str]) -> typer.Typer:
+    """`app` with only the command that argv names (typer builds the click command of every
+    registered command on each call: ~20 ms of start-up); the whole app for anything else."""
+    import copy
+
+    name = argv[0] if argv else ""
+    keep = [c for c in app.registered_commands if (c.name or c.callback.__name__.replace("_", "-")) == name]
+    if len(keep) != 1 or app.registered_groups:
+        return app
+    one = copy.copy(app)
+    one.registered_commands = keep
+    return one
+
+
+def _main() -> None:
     debug = "--debug" in sys.argv or os.environ.get("TRACEQ_DEBUG") == "1"
     argv = [a for a in sys.argv[1:] if a != "--debug"]
     try:
-        app(args=argv, prog_name="traceq", standalone_mode=True)
+        _app_for(argv)(args=argv, prog_name="traceq", standalone_mode=True)
     except SystemExit:
         raise
     except KeyboardInterrupt:

@@ -3,16 +3,21 @@
 Ingestors produce these columns (without `run`/`rank`, which the store adds); times are
 int64 nanoseconds on the source's own clock, `runs.clock_offset_ns` maps them to epoch ns.
 `conform()` casts an ingestor's table to the schema, adding missing columns as nulls.
+
+The tables are declared as (column, Arrow type name) pairs, so that reading the store (DuckDB
+views, traceq.store) needs no pyarrow (start-up time); `GPU_OPS`, ..., `RUNS` and `TABLES` are
+the pyarrow schemas, built on first use.
 """
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
-STR = pa.string()
-I64 = pa.int64()
-I32 = pa.int32()
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-GPU_OPS = pa.schema([
+STR, I64, I32, F64, BOOL, TIMESTAMP_US = "string", "int64", "int32", "double", "bool", "timestamp[us]"
+
+GPU_OPS_COLUMNS = [
     ("pid", I64),            # host process that launched the op (joins with host_ops.pid)
     ("device", I32),
     ("stream", I64),
@@ -32,9 +37,9 @@ GPU_OPS = pa.schema([
     ("category", STR),       # traceq.categories rule table
     ("identity", STR),       # kernel function name without return type, template args, params (traceq.kernels.identity)
     ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
-])
+]
 
-HOST_OPS = pa.schema([
+HOST_OPS_COLUMNS = [
     ("pid", I64),
     ("tid", I64),
     ("kind", STR),           # runtime | driver | cpu_op | python | sync_api | other
@@ -43,10 +48,10 @@ HOST_OPS = pa.schema([
     ("end_ns", I64),
     ("correlation", I64),
     ("external_id", I64),
-    ("unfinished", pa.bool_()),  # still open when the capture ended (end = capture end)
-])
+    ("unfinished", BOOL),  # still open when the capture ended (end = capture end)
+]
 
-REGIONS = pa.schema([
+REGIONS_COLUMNS = [
     ("pid", I64),
     ("tid", I64),
     ("source", STR),         # nvtx | annotation | step | dataloader | timer
@@ -61,42 +66,43 @@ REGIONS = pa.schema([
     ("gpu_start_ns", I64),   # GPU-side timing (timer CUDA events, gpu_user_annotation)
     ("gpu_end_ns", I64),
     ("gpu_dur_ns", I64),
-    ("unfinished", pa.bool_()),
-])
+    ("unfinished", BOOL),
+]
 
-TIMER_STATS = pa.schema([
+TIMER_STATS_COLUMNS = [
     ("key", STR),
     ("clock", STR),          # cpu | gpu
-    ("min_s", pa.float64()),
-    ("mean_s", pa.float64()),
-    ("median_s", pa.float64()),
-    ("max_s", pa.float64()),
-    ("stdev_s", pa.float64()),
-])
+    ("min_s", F64),
+    ("mean_s", F64),
+    ("median_s", F64),
+    ("max_s", F64),
+    ("stdev_s", F64),
+]
 
 # Metrics a result file states directly (mila training / milabench results): traceq.experiments.mila.
-METRICS = pa.schema([
+METRICS_COLUMNS = [
     ("bench", STR),          # benchmark within the file (milabench summary), null = the run itself
     ("metric", STR),         # step_time | throughput | train | train_item | walltime | ...
-    ("value", pa.float64()), # in `unit`
+    ("value", F64), # in `unit`
     ("unit", STR),           # s | items/s | ...
     ("samples", I64),        # values behind it (batches timed, or runs summarised)
-    ("sd", pa.float64()),
-    ("min", pa.float64()),
-    ("max", pa.float64()),
+    ("sd", F64),
+    ("min", F64),
+    ("max", F64),
     ("runs", I64),           # runs the value summarises (milabench summary: n), else 1
-])
+]
 
-TABLES: dict[str, pa.Schema] = {
-    "gpu_ops": GPU_OPS,
-    "host_ops": HOST_OPS,
-    "regions": REGIONS,
-    "timer_stats": TIMER_STATS,
-    "metrics": METRICS,
+# Columns of each canonical table (without run/rank); TABLES has their pyarrow schemas.
+TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "gpu_ops": GPU_OPS_COLUMNS,
+    "host_ops": HOST_OPS_COLUMNS,
+    "regions": REGIONS_COLUMNS,
+    "timer_stats": TIMER_STATS_COLUMNS,
+    "metrics": METRICS_COLUMNS,
 }
 
 # The `runs` manifest: one row per (run, rank).
-RUNS = pa.schema([
+RUNS_COLUMNS = [
     ("run", STR),
     ("rank", I32),
     ("world_size", I32),
@@ -107,7 +113,7 @@ RUNS = pa.schema([
     ("host", STR),
     ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}
     ("clock_offset_ns", I64),
-    ("ingested_at", pa.timestamp("us")),         # UTC
+    ("ingested_at", TIMESTAMP_US),         # UTC
     ("labels", STR),             # JSON object {key: value}
     ("warnings", STR),           # JSON list of strings
     ("n_gpu_ops", I64),
@@ -115,16 +121,46 @@ RUNS = pa.schema([
     ("n_regions", I64),
     ("n_timer_stats", I64),
     ("files", STR),              # JSON {table: path relative to the store}
-])
+]
+
+
+_ARROW_SCHEMAS = {"GPU_OPS": GPU_OPS_COLUMNS, "HOST_OPS": HOST_OPS_COLUMNS, "REGIONS": REGIONS_COLUMNS,
+                  "TIMER_STATS": TIMER_STATS_COLUMNS, "METRICS": METRICS_COLUMNS, "RUNS": RUNS_COLUMNS}
+
+
+def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.type_for_alias(t)) for name, t in columns])
+
+
+def __getattr__(name: str):
+    """GPU_OPS, HOST_OPS, REGIONS, TIMER_STATS, METRICS, RUNS (pyarrow schemas) and TABLES
+    ({table: schema}), built when first asked for."""
+    if name in _ARROW_SCHEMAS:
+        value = arrow_schema(_ARROW_SCHEMAS[name])
+    elif name == "TABLES":
+        value = {table: arrow_schema(cols) for table, cols in TABLE_COLUMNS.items()}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def table_schema(name: str) -> pa.Schema:
+    """The pyarrow schema of canonical table `name` (= TABLES[name])."""
+    return __getattr__("TABLES")[name] if "TABLES" not in globals() else globals()["TABLES"][name]
 
 
 def empty(name: str) -> pa.Table:
-    return TABLES[name].empty_table()
+    return table_schema(name).empty_table()
 
 
 def conform(name: str, table: pa.Table | None) -> pa.Table:
     """Return `table` with exactly the columns of schema `name` (missing ones null)."""
-    schema = TABLES[name]
+    import pyarrow as pa
+
+    schema = table_schema(name)
     if table is None or table.num_rows == 0 and table.num_columns == 0:
         return schema.empty_table()
     n = table.num_rows
@@ -148,6 +184,8 @@ def _dictionary_of(t: pa.DataType) -> pa.DataType | None:
 
 def cast(col, to: pa.DataType):
     """Cast; integers that do not fit a narrower integer type (a grid of 10**12) become null."""
+    import pyarrow as pa
+
     try:
         return col.cast(to)
     except pa.ArrowInvalid:

@@ -23,18 +23,17 @@ import json
 import os
 import shutil
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import schema
 from .errors import TraceqError
+
+if TYPE_CHECKING:   # reading the store needs DuckDB only; pyarrow/numpy are imported to write
+    import pyarrow as pa
 
 DEFAULT_STORE = ".traceq"
 MANIFEST = "runs.parquet"
@@ -105,13 +104,29 @@ class Store:
         return self.manifest_path.exists()
 
     def manifest(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
         if not self.manifest_path.exists():
             return schema.RUNS.empty_table()
         try:
             return pq.read_table(self.manifest_path)
         except Exception as exc:  # corrupt manifest: say so, do not guess
-            raise TraceqError(f"store manifest is unreadable ({str(exc).splitlines()[0][:160]}); the store cannot be "
-                              "repaired in place: re-ingest the traces into a new store", self.manifest_path) from None
+            raise self._unreadable(exc) from None
+
+    def _unreadable(self, exc: Exception) -> TraceqError:
+        return TraceqError(f"store manifest is unreadable ({str(exc).splitlines()[0][:160]}); the store cannot be "
+                           "repaired in place: re-ingest the traces into a new store", self.manifest_path)
+
+    def _read_manifest(self, con) -> bool:
+        """TEMP TABLE runs on `con`: the manifest, read by DuckDB (no pyarrow). False: no manifest."""
+        if not self.manifest_path.exists():
+            return False
+        try:
+            con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, "
+                        "hive_partitioning = false)")
+        except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
+            raise self._unreadable(exc) from None
+        return True
 
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
@@ -123,19 +138,23 @@ class Store:
         import duckdb
 
         con = duckdb.connect(":memory:")
-        rows = self.manifest_rows()
-        if rows:
-            con.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, hive_partitioning = false)")
+        # `runs` is read once (a temp table): the table views below and every query see the same
+        # manifest even while an ingest replaces it
+        con.execute("SET enable_external_file_cache = false")
+        if self._read_manifest(con):
+            rows = [(run, rank, json.loads(files or "{}"))
+                    for run, rank, files in con.execute("SELECT run, rank, files FROM runs").fetchall()]
         else:
-            _empty_view(con, "runs", schema.RUNS)
-        for table, tschema in schema.TABLES.items():
+            rows = []
+            _empty_view(con, "runs", schema.RUNS_COLUMNS)
+        for table, columns in schema.TABLE_COLUMNS.items():
             files = []
-            for row in rows:
-                if runs is not None and row["run"] not in runs:
+            for run, rank, tables in rows:
+                if runs is not None and run not in runs:
                     continue
-                if only is not None and (row["run"], row["rank"]) != only:
+                if only is not None and (run, rank) != only:
                     continue
-                rel = json.loads(row["files"] or "{}").get(table)
+                rel = tables.get(table)
                 if rel:
                     files.append(str(self.path / rel))
             if files:
@@ -143,11 +162,11 @@ class Store:
                 source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
                 have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
                 # A store written before a column was added reads as NULL in that column.
-                missing = "".join(f", NULL::{_DUCK_TYPES.get(str(f.type), 'VARCHAR')} AS {f.name}"
-                                  for f in tschema if f.name not in have)
+                missing = "".join(f', NULL::{_DUCK_TYPES.get(t, "VARCHAR")} AS "{name}"'
+                                  for name, t in columns if name not in have)
                 con.execute(f"CREATE VIEW {table} AS SELECT *{missing} FROM {source}")
             else:
-                _empty_view(con, table, _with_run_rank(tschema))
+                _empty_view(con, table, [("run", schema.STR), ("rank", schema.I32), *columns])
         return con
 
     # ---------------------------------------------------------------- writing
@@ -191,6 +210,12 @@ class Store:
             shutil.rmtree(d, ignore_errors=True)
 
     def _stage_into(self, sdir: Path, data: RankData) -> Staged:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         tables = {table: schema.conform(table, data.tables.get(table)) for table in schema.TABLES}
         counts = {table: t.num_rows for table, t in tables.items()}
 
@@ -248,6 +273,9 @@ class Store:
             raise _write_error(exc, self.path) from None
 
     def _commit(self, staged: list[Staged], force: bool) -> list[str]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         statuses: list[str] = []
         with self._locked():
             rows = self.manifest_rows()
@@ -406,26 +434,64 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _with_run_rank(s: pa.Schema) -> pa.Schema:
-    return pa.schema([("run", pa.string()), ("rank", pa.int32()), *s])
+_DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "bool": "BOOLEAN", "double": "DOUBLE",
+               "timestamp[us]": "TIMESTAMP"}
 
 
-_DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "bool": "BOOLEAN", "double": "DOUBLE"}
+def _empty_view(con, name: str, columns: list[tuple[str, str]]) -> None:
+    """A view with these (column, Arrow type name) columns and no rows."""
+    cols = ", ".join(f'NULL::{_DUCK_TYPES[t]} AS "{c}"' for c, t in columns)
+    con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
 
 
-def _empty_view(con, name: str, s: pa.Schema) -> None:
-    con.register(f"__empty_{name}", s.empty_table())
-    con.execute(f"CREATE VIEW {name} AS SELECT * FROM __empty_{name}")
+# Arrow between DuckDB and polars: through pyarrow (a pyarrow Table), or, where `ARROW_STREAMS`
+# is set, through the Arrow PyCapsule stream interface directly (the same columns and values,
+# without importing pyarrow and numpy: ~0.15 s of a command's start-up). The command line sets
+# it (traceq.cli.main); it is off by default because DuckDB 2.0 then reports its objects as
+# leaked on stderr when the interpreter shuts down, which the CLI avoids by ending the process
+# with os._exit once its output is flushed (see `streams_used`).
+ARROW_STREAMS = False
+_streams_used = False
+
+
+def streams_used() -> bool:
+    """Whether this process exchanged data through Arrow streams (see ARROW_STREAMS)."""
+    return _streams_used
+
+
+class _Stream:
+    """A polars frame seen only through `__arrow_c_stream__` (DuckDB scans it without pyarrow)."""
+
+    def __init__(self, df) -> None:
+        self.df = df
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.df.__arrow_c_stream__(requested_schema)
+
+
+def register_pl(con, name: str, df) -> None:
+    """Make polars frame `df` readable as `name` on a DuckDB connection (`con.register`)."""
+    global _streams_used
+    if ARROW_STREAMS:
+        _streams_used = True
+        con.register(name, _Stream(df))
+    else:
+        con.register(name, df.to_arrow())
 
 
 def fetch_pl(con, sql: str, params: dict | None = None):
     """Run `sql` on a DuckDB connection and return a polars DataFrame (via Arrow)."""
+    global _streams_used
     import polars as pl
 
     rel = con.sql(sql, params=params or None)
     if rel is None:   # a statement without a result (CREATE, SET, ...)
         return pl.DataFrame()
-    df = pl.from_arrow(rel.to_arrow_table())
+    if ARROW_STREAMS:
+        _streams_used = True
+        df = pl.DataFrame(rel)
+    else:
+        df = pl.from_arrow(rel.to_arrow_table())
     # DuckDB sums of BIGINT are HUGEINT/DECIMAL: whole numbers become Int64, others Float64
     fix = [pl.col(c).cast(pl.Int64 if t.scale == 0 else pl.Float64)
            for c, t in df.schema.items() if isinstance(t, pl.Decimal)]

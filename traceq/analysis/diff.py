@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..store import fetch_pl
+from ..store import fetch_pl, register_pl
 from .scope import Scope, open_scope
 from .summary import prepare_ops, run_script
 
@@ -49,7 +49,7 @@ def diff_scoped(a: Scope, b: Scope, top: int | None = None) -> dict[str, pl.Data
     con = duckdb.connect(":memory:")
     for prefix, side in (("a", side_a), ("b", side_b)):
         for t, df in side.items():
-            con.register(f"{prefix}_{t}", df.to_arrow())
+            register_pl(con, f"{prefix}_{t}", df)
     statuses = dict(run_script(con, "diff").iter_rows())
     out = {t: fetch_pl(con, f"SELECT * FROM diff_{t}") for t in TABLES}
     if top:

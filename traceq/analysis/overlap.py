@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..errors import TraceqError
+from ..store import register_pl
 from .scope import Scope, open_scope
 from .summary import missing_ranks, no_gpu_text, prepare_ops, run_script
 
@@ -49,7 +50,7 @@ def across_ranks(by_rank: pl.DataFrame, con=None) -> pl.DataFrame:
     import duckdb
 
     con = con or duckdb.connect(":memory:")
-    con.register("overlap_by_rank", by_rank.select(list(_SCHEMA)).cast(_SCHEMA).to_arrow())
+    register_pl(con, "overlap_by_rank", by_rank.select(list(_SCHEMA)).cast(_SCHEMA))
     df = run_script(con, "overlap_ranks")
     con.unregister("overlap_by_rank")
     return df.cast(_ACROSS)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..errors import TraceqError
-from ..store import Store, fetch_pl
+from ..store import Store, fetch_pl, register_pl
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Scope:
     _steps_ready: bool = False
 
     def _register_steps(self, chosen: pl.DataFrame) -> None:
-        self.con.register("scope_steps_df", chosen.to_arrow())
+        register_pl(self.con, "scope_steps_df", chosen)
         self.con.execute("CREATE OR REPLACE TEMP TABLE scope_steps AS SELECT * FROM scope_steps_df")
         self.con.unregister("scope_steps_df")
         self._steps_ready = True
@@ -168,7 +168,7 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
             else:
                 rows.append({"rank": r, "lo_ns": None, "hi_ns": None})
     window = pl.DataFrame(rows, schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})
-    con.register("scope_window_df", window.to_arrow())
+    register_pl(con, "scope_window_df", window)
     con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
     scope = Scope(st, con, run, rank, steps, step_pattern, skip_first)
     if chosen is not None:

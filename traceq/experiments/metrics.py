@@ -20,7 +20,7 @@ import polars as pl
 
 from .. import queries
 from ..errors import TraceqError
-from ..store import Store, fetch_pl
+from ..store import Store, fetch_pl, register_pl
 
 BATCH_LABELS = ("batch", "b", "bs", "batch_size")
 COLUMNS = {"run": pl.Utf8, "bench": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64, "unit": pl.Utf8,
@@ -84,7 +84,7 @@ def _trace_rows(st: Store, run: str) -> list[dict]:
             steps = nvtx
     if steps.height == 0:
         return []
-    scope.con.register("xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns").to_arrow())
+    register_pl(scope.con, "xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns"))
     scope.con.execute("CREATE OR REPLACE TEMP TABLE xm_steps AS SELECT * FROM xm_steps_df")
     df = fetch_pl(scope.con, queries.load("run_metrics"), {"run": run})
     return df.with_columns(pl.lit(1, pl.Int64).alias("runs")).to_dicts()
