@@ -29,7 +29,7 @@ from .summary import run_script
 RANKS_COLUMNS = ("rank", "steps", "step_ms", "exposed_comm_ms", "late_arrival_ms", "clock_offset_ns")
 COLLECTIVE_COLUMNS = ("name", "instances", "mean_skew_ms", "max_skew_ms", "last_rank_mode", "busbw_gbps")
 
-_KERNELS = {"rank": pl.Int32, "grp": pl.Int32, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
+_KERNELS = {"rank": pl.Int32, "grp": pl.String, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
             "start_ns": pl.Int64, "end_ns": pl.Int64, "bytes": pl.Int64}
 
 
@@ -108,9 +108,7 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     con = duckdb.connect(":memory:")
     kernels = pa.concat_tables([f["kernels"] for f in facts])
     con.register("coll_kernels", kernels)
-    con.register("rank_clock", pa.table({"rank": pa.array([r["rank"] for r in rows], pa.int32()),
-                                         "raw_offset_ns": pa.array([r["clock_offset_ns"] or 0 for r in rows],
-                                                                   pa.int64())}))
+    con.register("rank_offsets", rank_offsets(con, rows))
     con.register("rank_facts", pa.table({
         "rank": pa.array([f["rank"] for f in facts], pa.int32()),
         "steps": pa.array([f["steps"] for f in facts], pa.int64()),
@@ -126,6 +124,24 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     arrivals = run_script(con, "SELECT * FROM rank_arrivals ORDER BY start_ns, rank")
     con.close()
     return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances), arrivals)
+
+
+def rank_offsets(con, rows: list[dict]) -> pa.Table:
+    """Each rank's clock -> the run's common clock: runs.clock_offset_ns + runs.clock_refine_ns
+    as ingest stored them (traceq/clocks.py); for a run ingested before ingest stored the
+    refinement, computed here the same way from the collective kernels (table coll_kernels)."""
+    from ..clocks import rank_clock, refine
+
+    if any(r.get("clock_refine_ns") is not None for r in rows):
+        found = {r["rank"]: r["clock_refine_ns"] for r in rows}
+    else:
+        con.register("rank_clock", rank_clock(rows))
+        found = refine(con)
+    raw = [r.get("clock_offset_ns") or 0 for r in rows]
+    fine = [found.get(r["rank"]) or 0 for r in rows]
+    return pa.table({"rank": pa.array([r["rank"] for r in rows], pa.int32()),
+                     "raw_offset_ns": pa.array(raw, pa.int64()), "refine_ns": pa.array(fine, pa.int64()),
+                     "clock_offset_ns": pa.array([a + b for a, b in zip(raw, fine)], pa.int64())})
 
 
 class _Stopwatch:

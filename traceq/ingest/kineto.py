@@ -51,6 +51,12 @@ class _Args(msgspec.Struct, gc=False):
     in_nelems: Num = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Num = msgspec.field(default=None, name="Out msg nelems")
     dtype: Union[str, None] = None
+    # PyTorch >= 2.1 on NCCL kernels: the collective's identity (-> gpu_ops.collective, ...; kineto_raw)
+    collective: Union[str, int, float, None] = msgspec.field(default=None, name="Collective name")
+    pg_name: Union[str, int, float, None] = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Union[str, int, float, None] = msgspec.field(default=None, name="Process Group Description")
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    seq: Num = msgspec.field(default=None, name="Seq")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -372,7 +378,10 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
                 registers=_num(a.get("registers per thread")), finished=str(a.get("finished")) if "finished" in a else None,
                 kind=a.get("kind") if type(a.get("kind")) in (str, int) else None,
                 in_nelems=_num(a.get("In msg nelems")), out_nelems=_num(a.get("Out msg nelems")),
-                dtype=a.get("dtype") if type(a.get("dtype")) is str else None)
+                dtype=a.get("dtype") if type(a.get("dtype")) is str else None,
+                **{f: v if type(v) in (str, int, float) else None
+                   for f, key in _IDENTITY_ARGS.items() for v in [a.get(key)]},
+                group_size=_num(a.get("Group size")), seq=_num(a.get("Seq")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else _to_int(v)  # noqa: E731
         out.append(_Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),
@@ -414,6 +423,8 @@ _TRACE_CATS = frozenset({"Trace", "trace"})
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
+_IDENTITY_ARGS = {"collective": "Collective name", "pg_name": "Process Group Name",
+                  "pg_desc": "Process Group Description"}
 
 
 # element sizes of the `dtype` names PyTorch writes in record_param_comms / NCCL kernel args
@@ -462,6 +473,9 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
             "grid_z": _dims([a.grid for a in args], 2), "block_x": _dims([a.block for a in args], 0),
             "block_y": _dims([a.block for a in args], 1), "block_z": _dims([a.block for a in args], 2),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
+            **{f: _str_col([getattr(a, f) for a in args]) for f in _IDENTITY_ARGS},
+            "group_size": _int_col([a.group_size for a in args]),
+            "seq": _int_col([a.seq for a in args]),
         })
     return cols
 
@@ -605,7 +619,12 @@ def _gpu_ops(ev: pl.DataFrame, host: pl.DataFrame, main_pid: int | None) -> pl.D
     g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
-                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
+                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library",
+                    *[c for c in _COLLECTIVE_ID if c in g.columns])
+
+
+# Collective identity (kineto_raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)
+_COLLECTIVE_ID = ("collective", "pg_name", "pg_desc", "group_size", "seq")
 
 
 def _is_region(ev: pl.DataFrame) -> pl.Expr:
