@@ -189,9 +189,12 @@ def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     spread = float(instances["end_spread_ns"].median() or 0)
     limit = max(500_000.0, 0.1 * float(instances["dur_ns"].median() or 0))
     if spread > limit:
+        why = ("the ranks' clocks disagree by more than aligning the collective ends could fix"
+               if matched_by(instances) == "process group and sequence number" else
+               f"matching them by {matched_by(instances)} paired different operations "
+               "(the trace has no collective sequence numbers)")
         return {"rank": None, "evidence": f"no straggler named: the matched collective kernels end "
-                f"{spread / 1e6:.3f} ms apart (median), so matching them by order per stream paired different "
-                f"operations (the trace has no collective sequence numbers); {facts}"}
+                f"{spread / 1e6:.3f} ms apart (median), so {why}; {facts}"}
     if r["last_count"] * 2 > matched and delay > typical:
         return {"rank": int(r["rank"]),
                 "evidence": f"{facts}: about {delay:.3f} ms late per collective; the other ranks wait "
@@ -209,9 +212,26 @@ def clock_note(by_rank: pl.DataFrame) -> str:
             f"moved ranks by up to {ref.abs().max() / 1e6:,.3f} ms (raw clocks {(ref.max() - ref.min()) / 1e6:,.3f} ms apart)")
 
 
+_MATCHED_BY = {"seq": "process group and sequence number", "order": "order per process group and type",
+               "stream": "order per stream"}
+
+
+def matched_by(instances: pl.DataFrame) -> str:
+    """How the instances were matched across ranks (ranks_rank.sql's keys), e.g.
+    'process group and sequence number', or several of those joined by ' and '."""
+    kinds = []
+    for g in instances["grp"].unique().sort().to_list() if instances.height else []:
+        kind = "stream" if g.startswith("stream ") else "order" if g.endswith(" by order") else "seq"
+        if _MATCHED_BY[kind] not in kinds:
+            kinds.append(_MATCHED_BY[kind])
+    return " and ".join(sorted(kinds))
+
+
 def headline(res: RanksResult) -> str:
     n = res.ranks.height
     text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {res.instances.height} collective instances matched"
+    if res.instances.height:
+        text += f" by {matched_by(res.instances)}"
     note = clock_note(res.ranks)
     return text + (f"; {note}" if note else "") + f"\nstraggler: {res.straggler['evidence']}"
 
