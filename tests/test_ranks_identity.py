@@ -153,17 +153,24 @@ def test_clock_refinement_is_stored_at_ingest_and_undoes_the_clock_errors(tmp_pa
 
 def test_order_matching_goes_wrong_where_seq_does_not(tmp_path):
     """Without sequence numbers the instances are matched by order per (process group,
-    type): rank 1's missing seq 2 shifts its later AllReduces by one, so they pair with
-    different collectives (their ends lie 20 ms apart)."""
+    type): rank 1's missing seq 2 shifts its later AllReduces by one, so 3 of its 4 pair
+    with the next collective. Aligning the ends then moves rank 1's clock by one collective
+    period (20 ms) onto the wrong pairing, and only its first, right, pair looks apart."""
     res = ranks(_store(tmp_path / "s", seq=False), "syn")
     inst = res.instances
-    assert matched_by(inst) == "order per process group and type"
     by_order = inst.filter(inst["grp"] == "pg 0 by order").sort("k")
     # AllReduces per rank: 6, 4, 5, 5 -> by order, k = 0..3 on 4 ranks, k = 4 on 3 (k = 5: rank 0 alone)
     assert by_order["ranks"].to_list() == [4, 4, 4, 4, 3]
-    assert by_order["end_spread_ns"].max() >= 15 * MS
+    assert by_order["matched"].to_list() == [False, True, True, True, True]
+    assert by_order["end_spread_ns"].to_list()[0] == 20 * MS
+    refine = res.ranks["refine_ns"].to_list()
+    assert [refine[r] - ERR[r] for r in range(4)] == [0, -20 * MS, 0, 0]
+    assert "1 more kernel pair matched by order per process group and type does not end together" \
+        in res.straggler["evidence"]
+    # by (process group, seq) the same kernels pair right and rank 1's clock is right
     seq = ranks(_store(tmp_path / "t"), "syn")
-    assert seq.instances["end_spread_ns"].max() == 0
+    assert seq.instances["matched"].all() and seq.instances["end_spread_ns"].max() == 0
+    assert len({r - e for r, e in zip(seq.ranks["refine_ns"].to_list(), ERR)}) == 1
 
 
 # ------------------------------------------------------------------ generated from a real trace
@@ -197,13 +204,17 @@ def test_generated_seq_run_with_a_missing_collective(tmp_path):
     # the stored refinement undoes the injected clock errors (one constant apart)
     manifest = pq.read_table(Store(store).manifest_path).to_pylist()
     assert len({m["clock_refine_ns"] - (-e * 1000) for m, e in zip(manifest, truth["clock_error_us"])}) == 1
-    # the same traces without Seq: matched by order per stream, rank 1's later kernels pair wrongly
+    # the same traces without Seq: matched by order per stream, rank 1's kernels after the
+    # missing one pair with the others' previous ones (k = 3..6 of stream 84), which do not
+    # end together and are left out; the last, k = 7, is on 3 ranks only
     plain = tmp_path / "plain"
     make_many_ranks.make(4, plain, 2, 2.5, 200, clock_skew_us=2000, seed=7, template=template, drop={1: [(84, 3)]})
     ingest([plain], tmp_path / "store2", jobs=1)
     wrong = ranks(tmp_path / "store2")
     assert matched_by(wrong.instances) == "order per stream"
-    assert wrong.ranks.filter(wrong.ranks["rank"] == 1)["late_arrival_ms"].item() > 50
+    apart = wrong.instances.filter(~wrong.instances["matched"])
+    assert sorted(apart["k"].to_list()) == [3, 4, 5, 6] and apart["end_spread_ns"].min() > 10 * MS
+    assert wrong.straggler["rank"] == 2 and "arrives last at 6 of 6" in wrong.straggler["evidence"]
 
 
 # ------------------------------------------------------------------ real traces
@@ -247,15 +258,23 @@ def test_real_trace_filter_ranks(tmp_path):
             ends[r][(s, seen.get(s, 0))] = round(e["ts"]) * 1000 + round(e["dur"] * 1000)   # whole µs here
             seen[s] = seen.get(s, 0) + 1
     keys = sorted(ends[0].keys() & ends[1].keys())
-    # two ranks: the reference end is the earlier one; refinement = median of (earlier − own)
-    refine = [round(statistics.median([min(ends[0][k], ends[1][k]) - ends[r][k] for k in keys])) for r in (0, 1)]
-    aligned = [abs(ends[0][k] + refine[0] - ends[1][k] - refine[1]) for k in keys]
+
+    def refine(pairs):   # two ranks: the reference end is the earlier one; median of (earlier − own)
+        return [round(statistics.median([min(ends[0][k], ends[1][k]) - ends[r][k] for k in pairs])) for r in (0, 1)]
+
+    first = refine(keys)
+    together = [k for k in keys if abs(ends[0][k] + first[0] - ends[1][k] - first[1]) <= 500_000]
+    second = refine(together)
     ingest([Path(shared_trace("kineto/hta/trace_filter/sampled_rank-0.json.gz")).parent], tmp_path / "s")
     manifest = pq.read_table(Store(tmp_path / "s").manifest_path).to_pylist()
-    assert [m["clock_refine_ns"] for m in manifest] == refine == [0, -170_000]
+    assert [m["clock_refine_ns"] for m in manifest] == second == [-27_500, -4_000]
+    assert first == [0, -170_000]      # the first pass, over all 10 pairs, was pulled off by the wrong ones
     res = ranks(tmp_path / "s")
     assert res.instances.height == len(keys) == 10
-    spread = sorted(res.instances["end_spread_ns"].to_list())
-    assert spread == sorted(aligned)
-    assert sum(s < 500_000 for s in spread) == 4          # only 4 of the 10 pairs end together
-    assert res.straggler["rank"] is None and "order per stream paired different" in res.straggler["evidence"]
+    kept = res.instances.filter(res.instances["matched"])
+    streams = sorted({s for s, _ in keys})
+    assert sorted((streams[int(g.removeprefix("stream "))], k) for g, k in kept.select("grp", "k").iter_rows()) \
+        == together == [(84, 2), (84, 7), (203, 0), (203, 1)]
+    # only 4 of the 10 pairs end together; rank 1 starts last at all 4
+    assert res.straggler["rank"] == 1 and "arrives last at 4 of 4" in res.straggler["evidence"]
+    assert "6 more kernel pairs matched by order per stream do not end together" in res.straggler["evidence"]

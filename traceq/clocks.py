@@ -24,11 +24,17 @@ from pathlib import Path
 import pyarrow as pa
 
 
+# Kernels of one collective end within this of each other on the common clock; pairs
+# matched by order whose ends lie further apart are different operations (clock_refine.sql,
+# collectives.sql).
+END_TOLERANCE_NS = 500_000
+
+
 def refine(con) -> dict[int, int | None]:
     """{rank: refine_ns or None} from the tables coll_kernels and rank_clock on `con`."""
     from .analysis.summary import run_script
 
-    return dict(run_script(con, "clock_refine").iter_rows())
+    return dict(run_script(con, "clock_refine", {"end_tolerance_ns": END_TOLERANCE_NS}).iter_rows())
 
 
 def rank_clock(rows: list[dict]) -> pa.Table:

@@ -20,6 +20,7 @@ from datetime import datetime
 import polars as pl
 import pyarrow as pa
 
+from ..clocks import END_TOLERANCE_NS
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
 from ..store import Store
@@ -114,7 +115,7 @@ def ranks(store: Store | str | None = None, run: str | None = None,
         "steps": pa.array([f["steps"] for f in facts], pa.int64()),
         "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
         "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
-    run_script(con, "collectives")
+    run_script(con, "collectives", {"end_tolerance_ns": END_TOLERANCE_NS})
     clock.lap("clocks_and_matching")
     by_rank = run_script(con, "ranks")
     clock.lap("ranks_view")
@@ -168,16 +169,21 @@ class _FactsTask:
 
 def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     """Name the straggler: the rank that arrives last most often, when it is last at a
-    majority of the matched collective instances AND its mean lateness exceeds twice the
-    median lateness of the other ranks (i.e. it is late by more than the usual jitter),
-    AND the matched instances end together (median end spread ≤ max(0.5 ms, 10 % of the
-    median duration)): kernels matched by order that do not end together are not one
-    collective, and their skew means nothing. Its delay estimate is its mean lateness
-    minus the others' median lateness."""
-    matched = instances.height
+    majority of the matched collective instances (coll_instances.matched: kernels paired by
+    order count only when they end together) AND its mean lateness exceeds twice the median
+    lateness of the other ranks (i.e. it is late by more than the usual jitter), AND the
+    matched instances end together (median end spread ≤ max(0.5 ms, 10 % of the median
+    duration); instances matched by sequence number whose ends lie apart mean the clocks
+    could not be aligned). Its delay estimate is its mean lateness minus the others' median
+    lateness."""
+    ok = instances.filter(pl.col("matched"))
+    matched, left = ok.height, instances.height - ok.height
+    apart = (f"; {left} more kernel {'pairs' if left > 1 else 'pair'} matched by "
+             f"{matched_by(instances.filter(~pl.col('matched')))} {'do' if left > 1 else 'does'} not end together "
+             "(different operations: a rank's trace missed some) and are left out") if left else ""
     if matched == 0 or by_rank.height < 2:
         return {"rank": None, "evidence": "no collective instance was matched across ranks "
-                                          "(needs NCCL/RCCL kernels on at least two ranks)"}
+                                          "(needs NCCL/RCCL kernels on at least two ranks)" + apart}
     r = by_rank.sort(["last_count", "late_arrival_ms", "rank"], descending=[True, True, False]).row(0, named=True)
     others = by_rank.filter(pl.col("rank") != r["rank"])
     typical = float(others["late_arrival_ms"].median() or 0.0)
@@ -186,20 +192,17 @@ def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     facts = (f"rank {r['rank']} arrives last at {r['last_count']} of {matched} collective instances, "
              f"{r['late_arrival_ms']:.3f} ms after the first rank on average (median of the other ranks: "
              f"{typical:.3f} ms)")
-    spread = float(instances["end_spread_ns"].median() or 0)
-    limit = max(500_000.0, 0.1 * float(instances["dur_ns"].median() or 0))
+    spread = float(ok["end_spread_ns"].median() or 0)
+    limit = max(500_000.0, 0.1 * float(ok["dur_ns"].median() or 0))
     if spread > limit:
-        why = ("the ranks' clocks disagree by more than aligning the collective ends could fix"
-               if matched_by(instances) == "process group and sequence number" else
-               f"matching them by {matched_by(instances)} paired different operations "
-               "(the trace has no collective sequence numbers)")
-        return {"rank": None, "evidence": f"no straggler named: the matched collective kernels end "
-                f"{spread / 1e6:.3f} ms apart (median), so {why}; {facts}"}
+        return {"rank": None, "evidence": f"no straggler named: the collective kernels matched by "
+                f"{matched_by(ok)} end {spread / 1e6:.3f} ms apart (median), so the ranks' clocks disagree by "
+                f"more than aligning the collective ends could fix; {facts}{apart}"}
     if r["last_count"] * 2 > matched and delay > typical:
         return {"rank": int(r["rank"]),
                 "evidence": f"{facts}: about {delay:.3f} ms late per collective; the other ranks wait "
-                            f"{waited:.3f} ms in all inside collectives"}
-    return {"rank": None, "evidence": f"no clear straggler: {facts}"}
+                            f"{waited:.3f} ms in all inside collectives{apart}"}
+    return {"rank": None, "evidence": f"no clear straggler: {facts}{apart}"}
 
 
 def clock_note(by_rank: pl.DataFrame) -> str:
@@ -229,9 +232,10 @@ def matched_by(instances: pl.DataFrame) -> str:
 
 def headline(res: RanksResult) -> str:
     n = res.ranks.height
-    text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {res.instances.height} collective instances matched"
-    if res.instances.height:
-        text += f" by {matched_by(res.instances)}"
+    ok = res.instances.filter(pl.col("matched"))
+    text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {ok.height} collective instances matched"
+    if ok.height:
+        text += f" by {matched_by(ok)}"
     note = clock_note(res.ranks)
     return text + (f"; {note}" if note else "") + f"\nstraggler: {res.straggler['evidence']}"
 

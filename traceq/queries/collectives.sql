@@ -16,13 +16,18 @@
 --                all its ranks together); large when matching by order paired different ops
 --   bytes        message size: gpu_ops.bytes = max(In, Out msg nelems) × element size, which is
 --                NCCL-tests' "size" (AllGather: the gathered output, ReduceScatter: the input)
+--   matched      a true match, the instances that the views count: seen on ≥ 2 ranks and,
+--                when matched by order (grp 'stream …' / '… by order'), ending within
+--                $end_tolerance_ns (traceq.clocks.END_TOLERANCE_NS) of each other
 --   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
 --                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
 --                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
 --
+-- Parameters: $end_tolerance_ns (bigint).
+--
 -- Output: temp tables coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
--- end_spread_ns, bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns, wait_ns)
--- on the common clock, where late_ns = its start − first start.
+-- end_spread_ns, bytes, matched, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns,
+-- wait_ns) of the matched instances, on the common clock, where late_ns = its start − first start.
 
 CREATE OR REPLACE TEMP TABLE coll_common AS
     SELECT c.grp, c.coll, c.k, c.rank, c.start_ns + o.clock_offset_ns AS s, c.end_ns + o.clock_offset_ns AS e,
@@ -35,7 +40,9 @@ CREATE OR REPLACE TEMP TABLE coll_instances AS
            first(rank ORDER BY s DESC, rank) AS last_rank,   -- lowest rank wins a tie
            greatest(quantile_disc(e, 0.5) - max(s), 1)::BIGINT AS dur_ns,
            (max(e) - min(e))::BIGINT AS end_spread_ns,
-           max(bytes) AS bytes
+           max(bytes) AS bytes,
+           count(*) > 1 AND (max(e) - min(e) <= $end_tolerance_ns
+                             OR NOT (grp LIKE 'stream %' OR grp LIKE '% by order')) AS matched
     FROM coll_common GROUP BY grp, coll, k;
 
 ALTER TABLE coll_instances ADD COLUMN busbw_gbps DOUBLE;
@@ -49,6 +56,6 @@ CREATE OR REPLACE TEMP TABLE rank_arrivals AS
     SELECT c.grp, c.coll, c.k, c.rank, c.s AS start_ns, c.e AS end_ns, (c.s - i.first_ns)::BIGINT AS late_ns,
            (i.last_ns - c.s)::BIGINT AS wait_ns
     FROM coll_common c JOIN coll_instances i USING (grp, coll, k)
-    WHERE i.ranks > 1;
+    WHERE i.matched;
 
 SELECT count(*) AS instances FROM coll_instances
