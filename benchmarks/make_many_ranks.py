@@ -13,6 +13,15 @@ rank 0 of a 128-rank NCCL job) is copied to OUTDIR/rank-<r>.json.gz for r = 0..N
 - a raw clock error: every timestamp of rank r moves by e_r µs, uniform in [-C, C]
   (integer µs, so the values stay exact in float64 µs).
 - distributedInfo.rank = r, world_size = N.
+- collective identity: the template's args are copied, so its "Process Group Name" /
+  "Collective name" (PyTorch >= 2.1) stay on every rank; with --seq each NCCL kernel also
+  gets "Seq", its 1-based order in its process group (as PyTorch >= 2.4 writes it; the group
+  is the template's "Process Group Name", else one per stream, named by the stream's index),
+  so traceq matches instances by (process group, sequence number).
+- --drop R:S:K leaves the K-th collective of stream S out of rank R's trace (a rank whose
+  trace window missed one collective): matched by order, every later instance of that stream
+  would pair different collectives; matched by sequence number, only that instance has a
+  rank fewer.
 
 The ground truth (a, e, straggler, delay) goes to OUTDIR/.truth.json (a dot file, which
 `traceq ingest OUTDIR` skips).
@@ -49,12 +58,27 @@ def collective_kernels(events: list[dict]) -> list[tuple[int, int, int]]:
     return out
 
 
+def add_seq(events: list[dict], colls: list[tuple[int, int, int]]) -> None:
+    """Give every NCCL kernel a "Seq" (1-based order in its process group, by start) and a
+    "Process Group Name" where the template has none (the index of its stream)."""
+    streams = sorted({s for _, s, _ in colls})
+    seen: dict[str, int] = {}
+    for i, s, _k in sorted(colls, key=lambda c: float(events[c[0]]["ts"])):
+        args = events[i]["args"]
+        pg = str(args.setdefault("Process Group Name", str(streams.index(s))))
+        seen[pg] = seen.get(pg, 0) + 1
+        args["Seq"] = seen[pg]
+
+
 def make(n: int, outdir: Path, straggler: int | None = None, delay_ms: float = 2.0, jitter_us: int = 200,
-         clock_skew_us: int = 2000, seed: int = 0, template: Path = DEFAULT_TEMPLATE) -> dict:
+         clock_skew_us: int = 2000, seed: int = 0, template: Path = DEFAULT_TEMPLATE, seq: bool = False,
+         drop: dict[int, list[tuple[int, int]]] | None = None) -> dict:
     rng = random.Random(seed)
     trace = _load(template)
     events = trace["traceEvents"]
     colls = collective_kernels(events)
+    if seq:
+        add_seq(events, colls)
     shortest = min(float(events[i]["dur"]) for i, _, _ in colls)
     if (delay_ms * 1000 if straggler is not None else 0) + jitter_us >= shortest:
         raise SystemExit(f"--delay-ms + jitter must stay below the shortest collective ({shortest / 1000:.1f} ms)")
@@ -62,7 +86,8 @@ def make(n: int, outdir: Path, straggler: int | None = None, delay_ms: float = 2
     dur0 = {i: float(events[i]["dur"]) for i, _, _ in colls}
     outdir.mkdir(parents=True, exist_ok=True)
     truth = {"world_size": n, "straggler": straggler, "delay_ms": delay_ms, "template": str(template),
-             "clock_error_us": [], "arrival_us": []}
+             "clock_error_us": [], "arrival_us": [], "seq": seq,
+             "dropped": {str(r): [f"{s}:{k}" for s, k in v] for r, v in (drop or {}).items()}}
     for r in range(n):
         err = rng.randint(-clock_skew_us, clock_skew_us)
         arrivals = {}
@@ -77,8 +102,11 @@ def make(n: int, outdir: Path, straggler: int | None = None, delay_ms: float = 2
             events[i]["ts"] = ts0[i] + err + a
             events[i]["dur"] = dur0[i] - a
         trace["distributedInfo"] = {**trace.get("distributedInfo", {}), "rank": r, "world_size": n}
+        gone = {i for i, s, k in colls if (s, k) in set((drop or {}).get(r, []))}
+        trace["traceEvents"] = [e for i, e in enumerate(events) if i not in gone] if gone else events
         with gzip.open(outdir / f"rank-{r}.json.gz", "wt", compresslevel=1) as f:
             json.dump(trace, f)
+        trace["traceEvents"] = events
         truth["clock_error_us"].append(err)
         truth["arrival_us"].append(arrivals)
     (outdir / ".truth.json").write_text(json.dumps(truth))
@@ -95,11 +123,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clock-skew-us", type=int, default=2000, help="raw clock error of a rank, µs (uniform ±C)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE)
+    ap.add_argument("--seq", action="store_true", help='write "Seq" (and a process group) on every NCCL kernel')
+    ap.add_argument("--drop", action="append", default=[], metavar="R:S:K",
+                    help="leave the K-th collective of stream S out of rank R (repeatable)")
     a = ap.parse_args(argv)
+    drop: dict[int, list[tuple[int, int]]] = {}
+    for spec in a.drop:
+        try:
+            r, s, k = (int(x) for x in spec.split(":"))
+        except ValueError:
+            print(f"make_many_ranks: --drop {spec!r}: expected RANK:STREAM:K", file=sys.stderr)
+            return 2
+        drop.setdefault(r, []).append((s, k))
     if not a.template.exists():
         print(f"make_many_ranks: {a.template}: template trace not found", file=sys.stderr)
         return 2
-    make(a.n, a.outdir, a.straggler, a.delay_ms, a.jitter_us, a.clock_skew_us, a.seed, a.template)
+    make(a.n, a.outdir, a.straggler, a.delay_ms, a.jitter_us, a.clock_skew_us, a.seed, a.template, a.seq, drop)
     print(f"{a.n} ranks written to {a.outdir} (truth in {a.outdir / '.truth.json'})")
     return 0
 

@@ -137,7 +137,8 @@ def test_instance_skew_equals_the_json(generated):
     res = ranks(store)
     expected = _json_skews(out, truth)
     streams = sorted({s for s, _ in expected})
-    got = {(streams[g], k): skew for g, k, skew in res.instances.select("grp", "k", "skew_ns").iter_rows()}
+    got = {(streams[int(g.removeprefix("stream "))], k): skew
+           for g, k, skew in res.instances.select("grp", "k", "skew_ns").iter_rows()}
     assert got == expected and len(got) == 10
 
 

@@ -37,6 +37,12 @@ GPU_OPS_COLUMNS = [
     ("category", STR),       # traceq.categories rule table
     ("identity", STR),       # kernel function name without return type, template args, params (traceq.kernels.identity)
     ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
+    # Collective identity, from the args PyTorch writes on NCCL kernels (Kineto; null elsewhere):
+    ("collective", STR),     # "Collective name": allreduce, broadcast, send, ... (PyTorch >= 2.1)
+    ("pg_name", STR),        # "Process Group Name": the process group, the same on all its ranks ("0")
+    ("pg_desc", STR),        # "Process Group Description": default_pg, ...
+    ("group_size", I32),     # "Group size": ranks in the process group
+    ("seq", I64),            # "Seq": the collective's sequence number in its process group (PyTorch >= 2.4)
 ]
 
 HOST_OPS_COLUMNS = [
@@ -112,7 +118,7 @@ RUNS_COLUMNS = [
     ("format_version", STR),
     ("host", STR),
     ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}
-    ("clock_offset_ns", I64),
+    ("clock_offset_ns", I64),    # the rank's raw clock -> epoch ns (Kineto baseTimeNanoseconds, nsys utcEpochNs)
     ("ingested_at", TIMESTAMP_US),         # UTC
     ("labels", STR),             # JSON object {key: value}
     ("warnings", STR),           # JSON list of strings
@@ -121,6 +127,9 @@ RUNS_COLUMNS = [
     ("n_regions", I64),
     ("n_timer_stats", I64),
     ("files", STR),              # JSON {table: path relative to the store}
+    # + clock_offset_ns = the rank's time on the run's common clock: the ends of the collectives
+    # matched across the run's ranks aligned (traceq.clocks); null when nothing was aligned
+    ("clock_refine_ns", I64),
 ]
 
 

@@ -122,8 +122,8 @@ class Store:
         if not self.manifest_path.exists():
             return False
         try:
-            con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM read_parquet({_sql_str(str(self.manifest_path))}, "
-                        "hive_partitioning = false)")
+            source = f"read_parquet({_sql_str(str(self.manifest_path))}, hive_partitioning = false)"
+            con.execute(f"CREATE TEMP TABLE runs AS SELECT *{_missing_nulls(con, source, schema.RUNS_COLUMNS)} FROM {source}")
         except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
             raise self._unreadable(exc) from None
         return True
@@ -147,7 +147,7 @@ class Store:
         else:
             rows = []
             _empty_view(con, "runs", schema.RUNS_COLUMNS)
-        for table, columns in schema.TABLE_COLUMNS.items():
+        for table in schema.TABLE_COLUMNS:
             files = []
             for run, rank, tables in rows:
                 if runs is not None and run not in runs:
@@ -157,16 +157,7 @@ class Store:
                 rel = tables.get(table)
                 if rel:
                     files.append(str(self.path / rel))
-            if files:
-                listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
-                source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
-                have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-                # A store written before a column was added reads as NULL in that column.
-                missing = "".join(f', NULL::{_DUCK_TYPES.get(t, "VARCHAR")} AS "{name}"'
-                                  for name, t in columns if name not in have)
-                con.execute(f"CREATE VIEW {table} AS SELECT *{missing} FROM {source}")
-            else:
-                _empty_view(con, table, [("run", schema.STR), ("rank", schema.I32), *columns])
+            table_view(con, table, files)
         return con
 
     # ---------------------------------------------------------------- writing
@@ -259,20 +250,23 @@ class Store:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def commit(self, staged: list[Staged], *, force: bool = False) -> list[str]:
+    def commit(self, staged: list[Staged], *, force: bool = False, align=None) -> list[str]:
         """Move staged ranks into place and replace the manifest atomically.
 
         A rank already in the store with the same source sha256 is skipped unless `force`;
         a rank present with a different source is an error unless `force` (never lose data
         silently). All or nothing: an error leaves the manifest as it was.
         Returns a status per staged rank: "added", "replaced" or "unchanged".
+        `align(store_path, rows, runs)` (traceq.clocks.align_rows), when given, sets the
+        clock_refine_ns of the manifest rows {(run, rank): row} of the runs this commit
+        changed, from their files already in place, before the one manifest write.
         """
         try:
-            return self._commit(staged, force)
+            return self._commit(staged, force, align)
         except OSError as exc:   # full disk, read-only store: the manifest was not replaced
             raise _write_error(exc, self.path) from None
 
-    def _commit(self, staged: list[Staged], force: bool) -> list[str]:
+    def _commit(self, staged: list[Staged], force: bool, align=None) -> list[str]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -320,11 +314,12 @@ class Store:
                 }
                 statuses.append("replaced" if old is not None else "added")
             if any(s != "unchanged" for s in statuses):
-                ordered = sorted(keep.values(), key=lambda r: (r["run"], r["rank"]))
-                table = pa.Table.from_pylist(ordered, schema=schema.RUNS)
                 tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
                 try:
-                    pq.write_table(table, tmp)
+                    if align is not None:
+                        align(self.path, keep, {st.data.run for st, s in zip(staged, statuses) if s != "unchanged"})
+                    ordered = sorted(keep.values(), key=lambda r: (r["run"], r["rank"]))
+                    pq.write_table(pa.Table.from_pylist(ordered, schema=schema.RUNS), tmp)
                     os.replace(tmp, self.manifest_path)
                 except BaseException:
                     for f in moved:   # the manifest never listed them: take them back out
@@ -424,6 +419,24 @@ class TableWriter:
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+
+
+def table_view(con, table: str, files: list[str]) -> None:
+    """CREATE VIEW `table` (a table of schema.TABLES) over these Parquet files of it. A file
+    written before a column was added reads as NULL in that column."""
+    columns = schema.TABLE_COLUMNS[table]
+    if not files:
+        _empty_view(con, table, [("run", schema.STR), ("rank", schema.I32), *columns])
+        return
+    listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
+    source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
+    con.execute(f"CREATE VIEW {table} AS SELECT *{_missing_nulls(con, source, columns)} FROM {source}")
+
+
+def _missing_nulls(con, source: str, columns: list[tuple[str, str]]) -> str:
+    """`, NULL::T AS c` for each column that `source` lacks (written before it was added)."""
+    have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    return "".join(f', NULL::{_DUCK_TYPES.get(t, "VARCHAR")} AS "{name}"' for name, t in columns if name not in have)
 
 
 def _write_error(exc: OSError, path: Path) -> TraceqError:

@@ -20,6 +20,7 @@ from datetime import datetime
 import polars as pl
 import pyarrow as pa
 
+from ..clocks import END_TOLERANCE_NS
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
 from ..store import Store
@@ -29,7 +30,7 @@ from .summary import run_script
 RANKS_COLUMNS = ("rank", "steps", "step_ms", "exposed_comm_ms", "late_arrival_ms", "clock_offset_ns")
 COLLECTIVE_COLUMNS = ("name", "instances", "mean_skew_ms", "max_skew_ms", "last_rank_mode", "busbw_gbps")
 
-_KERNELS = {"rank": pl.Int32, "grp": pl.Int32, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
+_KERNELS = {"rank": pl.Int32, "grp": pl.String, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
             "start_ns": pl.Int64, "end_ns": pl.Int64, "bytes": pl.Int64}
 
 
@@ -108,15 +109,13 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     con = duckdb.connect(":memory:")
     kernels = pa.concat_tables([f["kernels"] for f in facts])
     con.register("coll_kernels", kernels)
-    con.register("rank_clock", pa.table({"rank": pa.array([r["rank"] for r in rows], pa.int32()),
-                                         "raw_offset_ns": pa.array([r["clock_offset_ns"] or 0 for r in rows],
-                                                                   pa.int64())}))
+    con.register("rank_offsets", rank_offsets(con, rows))
     con.register("rank_facts", pa.table({
         "rank": pa.array([f["rank"] for f in facts], pa.int32()),
         "steps": pa.array([f["steps"] for f in facts], pa.int64()),
         "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
         "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
-    run_script(con, "collectives")
+    run_script(con, "collectives", {"end_tolerance_ns": END_TOLERANCE_NS})
     clock.lap("clocks_and_matching")
     by_rank = run_script(con, "ranks")
     clock.lap("ranks_view")
@@ -126,6 +125,24 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     arrivals = run_script(con, "SELECT * FROM rank_arrivals ORDER BY start_ns, rank")
     con.close()
     return RanksResult(run, by_rank, by_type, instances, straggler(by_rank, instances), arrivals)
+
+
+def rank_offsets(con, rows: list[dict]) -> pa.Table:
+    """Each rank's clock -> the run's common clock: runs.clock_offset_ns + runs.clock_refine_ns
+    as ingest stored them (traceq/clocks.py); for a run ingested before ingest stored the
+    refinement, computed here the same way from the collective kernels (table coll_kernels)."""
+    from ..clocks import rank_clock, refine
+
+    if any(r.get("clock_refine_ns") is not None for r in rows):
+        found = {r["rank"]: r["clock_refine_ns"] for r in rows}
+    else:
+        con.register("rank_clock", rank_clock(rows))
+        found = refine(con)
+    raw = [r.get("clock_offset_ns") or 0 for r in rows]
+    fine = [found.get(r["rank"]) or 0 for r in rows]
+    return pa.table({"rank": pa.array([r["rank"] for r in rows], pa.int32()),
+                     "raw_offset_ns": pa.array(raw, pa.int64()), "refine_ns": pa.array(fine, pa.int64()),
+                     "clock_offset_ns": pa.array([a + b for a, b in zip(raw, fine)], pa.int64())})
 
 
 class _Stopwatch:
@@ -152,16 +169,21 @@ class _FactsTask:
 
 def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     """Name the straggler: the rank that arrives last most often, when it is last at a
-    majority of the matched collective instances AND its mean lateness exceeds twice the
-    median lateness of the other ranks (i.e. it is late by more than the usual jitter),
-    AND the matched instances end together (median end spread ≤ max(0.5 ms, 10 % of the
-    median duration)): kernels matched by order that do not end together are not one
-    collective, and their skew means nothing. Its delay estimate is its mean lateness
-    minus the others' median lateness."""
-    matched = instances.height
+    majority of the matched collective instances (coll_instances.matched: kernels paired by
+    order count only when they end together) AND its mean lateness exceeds twice the median
+    lateness of the other ranks (i.e. it is late by more than the usual jitter), AND the
+    matched instances end together (median end spread ≤ max(0.5 ms, 10 % of the median
+    duration); instances matched by sequence number whose ends lie apart mean the clocks
+    could not be aligned). Its delay estimate is its mean lateness minus the others' median
+    lateness."""
+    ok = instances.filter(pl.col("matched"))
+    matched, left = ok.height, instances.height - ok.height
+    apart = (f"; {left} more kernel {'pairs' if left > 1 else 'pair'} matched by "
+             f"{matched_by(instances.filter(~pl.col('matched')))} {'do' if left > 1 else 'does'} not end together "
+             "(different operations: a rank's trace missed some) and are left out") if left else ""
     if matched == 0 or by_rank.height < 2:
         return {"rank": None, "evidence": "no collective instance was matched across ranks "
-                                          "(needs NCCL/RCCL kernels on at least two ranks)"}
+                                          "(needs NCCL/RCCL kernels on at least two ranks)" + apart}
     r = by_rank.sort(["last_count", "late_arrival_ms", "rank"], descending=[True, True, False]).row(0, named=True)
     others = by_rank.filter(pl.col("rank") != r["rank"])
     typical = float(others["late_arrival_ms"].median() or 0.0)
@@ -170,17 +192,17 @@ def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:
     facts = (f"rank {r['rank']} arrives last at {r['last_count']} of {matched} collective instances, "
              f"{r['late_arrival_ms']:.3f} ms after the first rank on average (median of the other ranks: "
              f"{typical:.3f} ms)")
-    spread = float(instances["end_spread_ns"].median() or 0)
-    limit = max(500_000.0, 0.1 * float(instances["dur_ns"].median() or 0))
+    spread = float(ok["end_spread_ns"].median() or 0)
+    limit = max(500_000.0, 0.1 * float(ok["dur_ns"].median() or 0))
     if spread > limit:
-        return {"rank": None, "evidence": f"no straggler named: the matched collective kernels end "
-                f"{spread / 1e6:.3f} ms apart (median), so matching them by order per stream paired different "
-                f"operations (the trace has no collective sequence numbers); {facts}"}
+        return {"rank": None, "evidence": f"no straggler named: the collective kernels matched by "
+                f"{matched_by(ok)} end {spread / 1e6:.3f} ms apart (median), so the ranks' clocks disagree by "
+                f"more than aligning the collective ends could fix; {facts}{apart}"}
     if r["last_count"] * 2 > matched and delay > typical:
         return {"rank": int(r["rank"]),
                 "evidence": f"{facts}: about {delay:.3f} ms late per collective; the other ranks wait "
-                            f"{waited:.3f} ms in all inside collectives"}
-    return {"rank": None, "evidence": f"no clear straggler: {facts}"}
+                            f"{waited:.3f} ms in all inside collectives{apart}"}
+    return {"rank": None, "evidence": f"no clear straggler: {facts}{apart}"}
 
 
 def clock_note(by_rank: pl.DataFrame) -> str:
@@ -193,9 +215,27 @@ def clock_note(by_rank: pl.DataFrame) -> str:
             f"moved ranks by up to {ref.abs().max() / 1e6:,.3f} ms (raw clocks {(ref.max() - ref.min()) / 1e6:,.3f} ms apart)")
 
 
+_MATCHED_BY = {"seq": "process group and sequence number", "order": "order per process group and type",
+               "stream": "order per stream"}
+
+
+def matched_by(instances: pl.DataFrame) -> str:
+    """How the instances were matched across ranks (ranks_rank.sql's keys), e.g.
+    'process group and sequence number', or several of those joined by ' and '."""
+    kinds = []
+    for g in instances["grp"].unique().sort().to_list() if instances.height else []:
+        kind = "stream" if g.startswith("stream ") else "order" if g.endswith(" by order") else "seq"
+        if _MATCHED_BY[kind] not in kinds:
+            kinds.append(_MATCHED_BY[kind])
+    return " and ".join(sorted(kinds))
+
+
 def headline(res: RanksResult) -> str:
     n = res.ranks.height
-    text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {res.instances.height} collective instances matched"
+    ok = res.instances.filter(pl.col("matched"))
+    text = f"run {res.run}, {n} rank{'s' if n != 1 else ''}, {ok.height} collective instances matched"
+    if ok.height:
+        text += f" by {matched_by(ok)}"
     note = clock_note(res.ranks)
     return text + (f"; {note}" if note else "") + f"\nstraggler: {res.straggler['evidence']}"
 

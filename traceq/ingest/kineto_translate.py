@@ -270,7 +270,12 @@ def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes
     g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
-                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library")
+                    "block_x", "block_y", "block_z", "registers", "category", "identity", "library",
+                    *[c for c in _COLLECTIVE_ID if c in g.columns])
+
+
+# Collective identity (kineto_raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)
+_COLLECTIVE_ID = ("collective", "pg_name", "pg_desc", "group_size", "seq")
 
 
 def _regions(r: pl.DataFrame) -> pl.DataFrame:

@@ -1,47 +1,33 @@
 -- collectives: one time base for every rank, and each collective instance matched across
 -- ranks (DESIGN §8; HTA's get_comm_comp_overlap / NCCL-tests definitions, REFERENCE.md).
 --
--- Requires: table coll_kernels (ranks_rank.sql, every rank) and rank_clock(rank,
--- raw_offset_ns = runs.clock_offset_ns: the rank's own clock -> epoch ns, from Kineto
--- baseTimeNanoseconds / nsys utcEpochNs).
---
--- Clocks. A collective completes on all its ranks together, so its kernel ends agree on a
--- common clock. With t' = t + raw_offset_ns, for each instance seen on ≥ 2 ranks the
--- reference end is the median of its ends (the lower middle one: an actual end, exact in
--- ns, where an interpolated median of epoch ns would go through float64); a rank's refinement is the median over its
--- instances of (reference end − its end). Every rank's time on the common clock is
---   t_common = t + clock_offset_ns,   clock_offset_ns = raw_offset_ns + refine_ns.
+-- Requires: table coll_kernels (ranks_rank.sql, every rank) and rank_offsets(rank,
+-- raw_offset_ns, refine_ns, clock_offset_ns): raw_offset_ns = runs.clock_offset_ns (the
+-- rank's clock -> epoch ns), refine_ns = runs.clock_refine_ns or, for stores from before it,
+-- clock_refine.sql (0 when nothing was aligned), clock_offset_ns = their sum: the rank's
+-- clock -> the run's common clock,  t_common = t + clock_offset_ns.
 --
 -- Per instance (grp, coll, k) on the common clock:
 --   skew_ns      last start − first start (arrival skew)
 --   last_rank    the rank that started last (lowest rank on ties)
 --   wait_ns      per rank: last start − its start (time it waits for the last rank)
---   dur_ns       median end (lower middle) − last start
+--   dur_ns       median end (lower middle) − last start (the collective once every rank is there)
 --   end_spread_ns  last end − first end: near 0 for a true match (a collective completes on
---                all its ranks together); large when matching by order paired different ops (the collective once every rank is there)
+--                all its ranks together); large when matching by order paired different ops
+--   bytes        message size: gpu_ops.bytes = max(In, Out msg nelems) × element size, which is
+--                NCCL-tests' "size" (AllGather: the gathered output, ReduceScatter: the input)
+--   matched      a true match, the instances that the views count: seen on ≥ 2 ranks and,
+--                when matched by order (grp 'stream …' / '… by order'), ending within
+--                $end_tolerance_ns (traceq.clocks.END_TOLERANCE_NS) of each other
 --   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
 --                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
 --                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
 --
--- Output: temp tables rank_offsets(rank, raw_offset_ns, refine_ns, clock_offset_ns),
--- coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
--- end_spread_ns, bytes, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns, wait_ns)
--- on the common clock, where late_ns = its start − first start.
-
-CREATE OR REPLACE TEMP TABLE coll_raw AS
-    SELECT c.*, c.start_ns + k0.raw_offset_ns AS s, c.end_ns + k0.raw_offset_ns AS e
-    FROM coll_kernels c JOIN rank_clock k0 USING (rank);
-
-CREATE OR REPLACE TEMP TABLE rank_offsets AS
-    WITH ref AS (
-        SELECT grp, coll, k, quantile_disc(e, 0.5) AS e_ref FROM coll_raw GROUP BY grp, coll, k HAVING count(*) > 1
-    ), refine AS (
-        SELECT r.rank, round(median(ref.e_ref - r.e))::BIGINT AS refine_ns
-        FROM coll_raw r JOIN ref USING (grp, coll, k) GROUP BY r.rank
-    )
-    SELECT k0.rank, k0.raw_offset_ns, coalesce(f.refine_ns, 0) AS refine_ns,
-           k0.raw_offset_ns + coalesce(f.refine_ns, 0) AS clock_offset_ns
-    FROM rank_clock k0 LEFT JOIN refine f USING (rank);
+-- Parameters: $end_tolerance_ns (bigint).
+--
+-- Output: temp tables coll_instances(grp, coll, k, ranks, first_ns, last_ns, skew_ns, last_rank, dur_ns,
+-- end_spread_ns, bytes, matched, busbw_gbps) and rank_arrivals(grp, coll, k, rank, start_ns, end_ns, late_ns,
+-- wait_ns) of the matched instances, on the common clock, where late_ns = its start − first start.
 
 CREATE OR REPLACE TEMP TABLE coll_common AS
     SELECT c.grp, c.coll, c.k, c.rank, c.start_ns + o.clock_offset_ns AS s, c.end_ns + o.clock_offset_ns AS e,
@@ -54,7 +40,9 @@ CREATE OR REPLACE TEMP TABLE coll_instances AS
            first(rank ORDER BY s DESC, rank) AS last_rank,   -- lowest rank wins a tie
            greatest(quantile_disc(e, 0.5) - max(s), 1)::BIGINT AS dur_ns,
            (max(e) - min(e))::BIGINT AS end_spread_ns,
-           max(bytes) AS bytes
+           max(bytes) AS bytes,
+           count(*) > 1 AND (max(e) - min(e) <= $end_tolerance_ns
+                             OR NOT (grp LIKE 'stream %' OR grp LIKE '% by order')) AS matched
     FROM coll_common GROUP BY grp, coll, k;
 
 ALTER TABLE coll_instances ADD COLUMN busbw_gbps DOUBLE;
@@ -68,6 +56,6 @@ CREATE OR REPLACE TEMP TABLE rank_arrivals AS
     SELECT c.grp, c.coll, c.k, c.rank, c.s AS start_ns, c.e AS end_ns, (c.s - i.first_ns)::BIGINT AS late_ns,
            (i.last_ns - c.s)::BIGINT AS wait_ns
     FROM coll_common c JOIN coll_instances i USING (grp, coll, k)
-    WHERE i.ranks > 1;
+    WHERE i.matched;
 
 SELECT count(*) AS instances FROM coll_instances

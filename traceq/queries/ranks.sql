@@ -2,7 +2,8 @@
 --
 -- Requires: temp tables rank_facts(rank, steps, step_ns, exposed_ns) (per rank, from
 -- ranks_steps.sql and overlap.sql), rank_offsets, coll_instances, rank_arrivals
--- (collectives.sql). Only instances seen on ≥ 2 ranks count.
+-- (collectives.sql). Only matched instances count (coll_instances.matched: seen on ≥ 2 ranks, and
+-- ending together when matched by order).
 --
 -- Output columns (one row per rank):
 --   rank             rank
@@ -23,5 +24,5 @@ SELECT f.rank, f.steps, f.step_ns / 1e6 AS step_ms, f.exposed_ns / 1e6 AS expose
 FROM rank_facts f
 JOIN rank_offsets o USING (rank)
 LEFT JOIN (SELECT rank, avg(late_ns) AS late_ns, sum(wait_ns) AS wait_ns FROM rank_arrivals GROUP BY rank) a USING (rank)
-LEFT JOIN (SELECT last_rank AS rank, count(*) AS n FROM coll_instances WHERE ranks > 1 GROUP BY 1) l USING (rank)
+LEFT JOIN (SELECT last_rank AS rank, count(*) AS n FROM coll_instances WHERE matched GROUP BY 1) l USING (rank)
 ORDER BY f.rank
