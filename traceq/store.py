@@ -368,11 +368,16 @@ _WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}
 
 
 def _text_columns(s: pa.Schema) -> list[str]:
+    import pyarrow as pa
+
     return [f.name for f in s if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
 
 
 def _with_run_rank_columns(t: pa.Table, run: str, rank: int) -> pa.Table:
     """The table as stored: `run` (dictionary), `rank` (int32), then the schema's columns."""
+    import numpy as np
+    import pyarrow as pa
+
     n = t.num_rows
     t = t.add_column(0, "rank", pa.array(np.full(n, rank, dtype=np.int32)))
     return t.add_column(0, "run", pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)),
@@ -388,7 +393,7 @@ class TableWriter:
     def __init__(self, path: Path, table: str, run: str, rank: int):
         self.path, self.table, self.run, self.rank = path, table, run, rank
         self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
+        self._writer = None   # a pyarrow.parquet.ParquetWriter once the first rows arrive
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
 
@@ -405,6 +410,9 @@ class TableWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         t = pa.concat_tables(self._pending)
         self._pending, self._pending_rows = [], 0
         if self._writer is None:
