@@ -2,7 +2,7 @@
 Dask, and the per-rank analyses in one process as before (DESIGN §8).
 
     python benchmarks/bench_ranks.py [--ranks 8,64,256] [--workers 2] [--modes local,dask,single]
-        [--out FILE]
+        [--analyses summary,overlap,stalls,breakdown,diagnose] [--out FILE] [--append]
 
 For each N, `make_many_ranks.py` makes an N-rank run from rank 0 of the real trace_filter
 trace (cached in benchmarks/.cache/ranks-N), with per-rank arrival jitter, raw clock errors
@@ -81,7 +81,7 @@ def _per_rank(store: Path, name: str, spec) -> None:
     compute(REGISTRY[name], store, executor=spec.kind, scheduler=spec.scheduler, jobs=spec.jobs)
 
 
-def child(n: int, kind: str, workers: int) -> dict:
+def child(n: int, kind: str, workers: int, analyses: tuple[str, ...] = ANALYSES) -> dict:
     """One measurement in this (fresh) process."""
     from traceq.analysis.ranks import ranks
     from traceq.executor import ExecutorSpec
@@ -124,7 +124,7 @@ def child(n: int, kind: str, workers: int) -> dict:
             row.update(straggler_found=rr.straggler["rank"], straggler_injected=truth["straggler"],
                        instances=rr.instances.height)
         times = {}
-        for name in ANALYSES:
+        for name in analyses:
             t0 = time.perf_counter()
             _per_rank(store, name, spec)
             times[name] = round(time.perf_counter() - t0, 2)
@@ -151,32 +151,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="local,dask,single", help="local, dask, single (the order they run in: "
                     "single reads the store local leaves)")
+    ap.add_argument("--analyses", default=",".join(ANALYSES), help="per-rank analyses to time (default: all)")
     ap.add_argument("--out", type=Path, default=HERE / "results_ranks.json")
+    ap.add_argument("--append", action="store_true", help="add the rows to those already in --out")
     ap.add_argument("--child", nargs=2, metavar=("N", "KIND"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        print(json.dumps(child(int(a.child[0]), a.child[1], a.workers)))
+        print(json.dumps(child(int(a.child[0]), a.child[1], a.workers, tuple(a.analyses.split(",")))))
         return 0
     template = HERE.parent.parent / "shared" / "traces" / "kineto" / "hta" / "trace_filter" / "sampled_rank-0.json.gz"
     if not template.exists():
         print("bench_ranks: ../shared/traces not found; nothing to measure")
         return 0
-    rows = []
+    old = json.loads(a.out.read_text()) if a.append and a.out.exists() else {"rows": []}
+    rows = old["rows"]
     started, load = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), os.getloadavg()[0]
     for n in (int(x) for x in a.ranks.split(",")):
         t0 = time.perf_counter()
         _generate(n)
         print(f"{n} ranks generated ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         for kind in a.modes.split(","):
-            p = subprocess.run([sys.executable, __file__, "--child", str(n), kind, "--workers", str(a.workers)],
+            p = subprocess.run([sys.executable, __file__, "--child", str(n), kind, "--workers", str(a.workers),
+                                "--analyses", a.analyses],
                                capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
             if p.returncode != 0:
                 rows.append({"ranks": n, "executor": kind, "error": p.stderr.strip().splitlines()[-1:]})
             else:
                 rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), file=sys.stderr)
-            note = (f"{started}-{time.strftime('%H:%M', time.gmtime())} UTC, {a.workers} workers, load average "
-                    f"at the start: {load:.1f} (shared machine)")
+            note = (f"{started}-{time.strftime('%H:%M', time.gmtime())} UTC, ranks {a.ranks}, modes {a.modes}, "
+                    f"{a.workers} workers, load average at the start: {load:.1f} (shared machine)")
+            note = "; ".join(x for x in (old.get("note"), note) if x)
             a.out.write_text(json.dumps({"machine": {"cpus": os.cpu_count()}, "note": note, "rows": rows}, indent=1))
         shutil.rmtree(_store(n), ignore_errors=True)
     head = f"{'ranks':>5} {'mode':>6} {'ingest':>7} {'ranks':>6} " + " ".join(f"{x:>9}" for x in ANALYSES)
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         c = r["client_peak_rss_mib"]
         print(f"{r['ranks']:>5} {r['executor']:>6} {r.get('ingest_s', ''):>7} {r.get('ranks_s', ''):>6} "
-              + " ".join(f"{r['analysis_s'][x]:>9}" for x in ANALYSES)
+              + " ".join(f"{r['analysis_s'].get(x, '-'):>9}" for x in ANALYSES)
               + f" {max(c.values()):>10} {','.join(map(str, r.get('worker_peak_rss_mib', []))):>12}"
               + (f"  {r['straggler_found']} (injected {r['straggler_injected']})" if "straggler_found" in r else ""))
     return 0
