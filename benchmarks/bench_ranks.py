@@ -2,7 +2,7 @@
 Dask, and the per-rank analyses in one process as before (DESIGN §8).
 
     python benchmarks/bench_ranks.py [--ranks 8,64,256] [--workers 2] [--modes local,dask,single]
-        [--analyses summary,overlap,stalls,breakdown,diagnose] [--out FILE] [--append]
+        [--analyses summary,overlap,stalls,breakdown,diagnose] [--out FILE] [--append] [--keep-store]
 
 For each N, `make_many_ranks.py` makes an N-rank run from rank 0 of the real trace_filter
 trace (cached in benchmarks/.cache/ranks-N), with per-rank arrival jitter, raw clock errors
@@ -141,8 +141,6 @@ def child(n: int, kind: str, workers: int, analyses: tuple[str, ...] = ANALYSES)
         if client is not None:
             client.close()
             cluster.close()
-        if kind == "single":
-            shutil.rmtree(store, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--analyses", default=",".join(ANALYSES), help="per-rank analyses to time (default: all)")
     ap.add_argument("--out", type=Path, default=HERE / "results_ranks.json")
     ap.add_argument("--append", action="store_true", help="add the rows to those already in --out")
+    ap.add_argument("--keep-store", action="store_true", help="keep the store local/dask wrote (benchmarks/.cache/"
+                    "store-N) for a later --modes single run")
     ap.add_argument("--child", nargs=2, metavar=("N", "KIND"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{a.workers} workers, load average at the start: {load:.1f} (shared machine)")
             note = "; ".join(x for x in (old.get("note"), note) if x)
             a.out.write_text(json.dumps({"machine": {"cpus": os.cpu_count()}, "note": note, "rows": rows}, indent=1))
-        shutil.rmtree(_store(n), ignore_errors=True)
+        if not a.keep_store:
+            shutil.rmtree(_store(n), ignore_errors=True)
     head = f"{'ranks':>5} {'mode':>6} {'ingest':>7} {'ranks':>6} " + " ".join(f"{x:>9}" for x in ANALYSES)
     print(head + f" {'client MiB':>10} {'worker MiB':>12}  straggler")
     for r in rows:

@@ -35,8 +35,9 @@ Adding an analysis
    `scope="store"` for one over many runs of the store (no --run; `compute(store, **params)`, e.g.
    `compare`, `model`, `check`), `per_rank=True` for an analysis that runs per rank on the executor
    for a run of several ranks (add `*EXECUTOR_PARAMS` to its params; its `compute` gets a scope for
-   which `traceq.analysis.per_rank.mapped(scope)` is true and maps over the ranks there), `after` ((Result) -> exit status, called by the CLI once the
-   output is written: warnings on stderr, `check`'s exit 1 on a failed gate).
+   which `traceq.analysis.per_rank.mapped(scope)` is true and maps over the ranks there),
+   `after` ((Result) -> exit status, called by the CLI once the output is written: warnings on
+   stderr, `check`'s exit 1 on a failed gate).
 
 Every parameter is declared once (`Param`): name (the Python keyword; the CLI option is
 `--name-with-dashes`), type, default, help, metavar, short flags, choices (checked with a
