@@ -24,6 +24,12 @@ SCHEDULER_FILE_HELP = ("Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from
                        "dask-mpi.")
 
 
+EXECUTOR_PARAMS = (Param("executor", str, None, EXECUTOR_HELP, "local|dask"),
+                   Param("scheduler", str, None, SCHEDULER_HELP, "ADDRESS"),
+                   Param("scheduler_file", str, None, SCHEDULER_FILE_HELP, "FILE"),
+                   Param("jobs", int, None, "Workers for the per-rank tasks.", "N", flags=("-j",)))
+
+
 WHERE = Param("where", str, None, "Label selector k=v[,k=v...] (e.g. app=cifar10,b=64).", "K=V[,K=V]")
 
 
@@ -60,7 +66,8 @@ _SPECS = [
              "(communication, copies, memsets). A trace without GPU ops gives no rows and says so.",
         examples=("traceq summary --window hta --format json",),
         compute="traceq.views:summary",
-        params=(WINDOW,),
+        params=(WINDOW, *EXECUTOR_PARAMS),
+        per_rank=True,
         columns=_sql_columns("summary"),
         sort=("rank",),
         drop_first=("busy_ns", "ops", "non_compute_ns", "compute_ns", "idle_ns", "span_ns"),
@@ -76,7 +83,8 @@ _SPECS = [
         params=(WINDOW, Param("by", str, "rank", "rank: one row per rank; step: one row per rank and ProfilerStep "
                               "(ops grouped by the step that launched them); across: one row summarising the ranks "
                               "(min/median/max, straggler hints).", "rank|step|across",
-                              choices=("rank", "step", "across"))),
+                              choices=("rank", "step", "across")), *EXECUTOR_PARAMS),
+        per_rank=True,
         columns=_sql_columns("overlap"),
         sort=("rank", "step"),
         drop_first=("compute_ns", "comm_ops", "steps", "step_ns", "overlapped_ns"),
@@ -98,7 +106,9 @@ _SPECS = [
         compute="traceq.views:breakdown",
         params=(Param("by", str, "all", "Region kind: all, nvtx, annotation, step, dataloader or timer.",
                       "KIND", choices=("all", "nvtx", "annotation", "step", "dataloader", "timer")),
-                Param("top", int, 30, "Show the N regions with the most CPU time (0 = all).", "N", flags=("-n",))),
+                Param("top", int, 30, "Show the N regions with the most CPU time (0 = all).", "N", flags=("-n",)),
+                *EXECUTOR_PARAMS),
+        per_rank=True,
         columns=_sql_columns("breakdown"),
         sort=("cpu_total_ns descending",),
         drop_first=("unfinished", "gpu_busy_per_cpu", "cpu_mean_ns", "gpu_proj_ns", "gpu_ops", "domain", "source"),
@@ -125,7 +135,8 @@ _SPECS = [
                       "(e.g. 'load|decode').", "REGEX"),
                 Param("table", str, "both", "Which table: both (steps, and causes as a second table), causes, "
                       "steps, gaps (every gap) or launch (launch statistics per rank).", "both|causes|steps|gaps|launch",
-                      choices=("both", "causes", "steps", "gaps", "launch"))),
+                      choices=("both", "causes", "steps", "gaps", "launch")), *EXECUTOR_PARAMS),
+        per_rank=True,
         columns=_sql_columns("stalls_steps", Column("gpu_idle_waiting_pct", "100 · gpu_idle_waiting_ns / step_ns, %")),
         sort=("rank", "step"),
         drop_first=("gpu_idle_ns", "step_source", "gpu_idle_waiting_ns"),
@@ -167,10 +178,7 @@ _SPECS = [
         compute="traceq.analysis.ranks:ranks_out",
         params=(Param("instances", bool, False, "One row per matched collective instance (skew, last rank, bus "
                       "bandwidth) instead of the rank view."),
-                Param("executor", str, None, EXECUTOR_HELP, "local|dask"),
-                Param("scheduler", str, None, SCHEDULER_HELP, "ADDRESS"),
-                Param("scheduler_file", str, None, SCHEDULER_FILE_HELP, "FILE"),
-                Param("jobs", int, None, "Workers for the per-rank tasks.", "N", flags=("-j",))),
+                *EXECUTOR_PARAMS),
         view="traceq.analysis.ranks:ranks_view",
         json="traceq.analysis.ranks:ranks_json",
         csv="traceq.analysis.ranks:ranks_csv",

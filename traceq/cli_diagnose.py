@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from .cli import FormatOpt, RankOpt, RunOpt, SkipFirstOpt, StepPatternOpt, StepsOpt, StoreOpt, app, fail
+from .cli import (ExecutorOpt, FormatOpt, RankOpt, RunOpt, SchedulerFileOpt, SchedulerOpt, SkipFirstOpt,
+                  StepPatternOpt, StepsOpt, StoreOpt, app, fail)
 
 
 @app.command()
@@ -21,11 +22,17 @@ def diagnose(
     skip_first: SkipFirstOpt = 0,
     min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="Smallest GPU idle gap to count, µs.")] = 50.0,
     fmt: FormatOpt = "table",
+    executor: ExecutorOpt = None,
+    scheduler: SchedulerOpt = None,
+    scheduler_file: SchedulerFileOpt = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Workers for the per-rank tasks.",
+                                                show_default=False)] = None,
 ) -> None:
     """What bounds the run and what to fix first: one verdict per rank (gpu, data, host,
     launch, sync, memory_management or communication bound, with its share of the GPU span
     and the evidence), then findings ranked by estimated time to win per step, each citing
     its evidence (kernel names, counts, ms, % of GPU time, ms per step) and its advice.
+    A run of several ranks is diagnosed one rank per task on the executor.
 
     JSON: {"runs": [{"run", "rank", "bound", "bound_share_pct", "evidence",
     "findings": [{"id", "category", "evidence", "gpu_ms", "est_gain_ms_per_step", "advice"}]}]}
@@ -40,7 +47,10 @@ def diagnose(
 
     if fmt not in ("table", "json", "csv"):
         fail(f"--format {fmt!r}: choose table, json or csv")
-    df = diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us)
+    from .executor import resolve
+
+    spec = resolve(executor, scheduler, scheduler_file, jobs)
+    df = diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first, executor=spec), min_gap_us)
     if fmt == "json":
         sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1, ensure_ascii=False) + "\n")
         return

@@ -124,7 +124,7 @@ def _dask_client(spec: ExecutorSpec):
         where = spec.scheduler_file or spec.scheduler
         raise TraceqError(f"cannot reach the Dask scheduler at {where} ({exc})") from None
     cluster = LocalCluster(n_workers=spec.jobs or min(os.cpu_count() or 1, 8), threads_per_worker=1,
-                           processes=True, dashboard_address=None, silence_logs=40)
+                           processes=True, dashboard_address=None, silence_logs=50)
     return Client(cluster), cluster
 
 

@@ -33,8 +33,11 @@ Adding an analysis
    `scope="run"` for an analysis of a whole run that takes no --rank/--steps (e.g. `ranks`: its
    `compute` is called as (store, run, **params) and returns an `Out` whose `value.run` names the run),
    `scope="store"` for one over many runs of the store (no --run; `compute(store, **params)`, e.g.
-   `compare`, `model`, `check`), `after` ((Result) -> exit status, called by the CLI once the
-   output is written: warnings on stderr, `check`'s exit 1 on a failed gate).
+   `compare`, `model`, `check`), `per_rank=True` for an analysis that runs per rank on the executor
+   for a run of several ranks (add `*EXECUTOR_PARAMS` to its params; its `compute` gets a scope for
+   which `traceq.analysis.per_rank.mapped(scope)` is true and maps over the ranks there),
+   `after` ((Result) -> exit status, called by the CLI once the output is written: warnings on
+   stderr, `check`'s exit 1 on a failed gate).
 
 Every parameter is declared once (`Param`): name (the Python keyword; the CLI option is
 `--name-with-dashes`), type, default, help, metavar, short flags, choices (checked with a
@@ -134,6 +137,8 @@ class Analysis:
     report: str | None = None
     scope: str = "steps"          # "steps": --run/--rank/--steps...; "run": --run only; "store": no run
     after: str | None = None
+    per_rank: bool = False        # a map over ranks on the executor for a run of several ranks
+                                  # (traceq.analysis.per_rank): params include EXECUTOR_PARAMS
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -227,6 +232,10 @@ def run_labels(scope) -> dict:
         return {}
 
 
+# the parameters of a per-rank analysis that choose where its tasks run (traceq.executor.resolve)
+EXECUTOR_OPTIONS = ("executor", "scheduler", "scheduler_file", "jobs")
+
+
 def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: tuple = (), *,
             step_pattern: str | None = None, skip_first: int = 0, **params) -> Result:
     """Run one analysis: open the scope(s), call the declared function, wrap the answer."""
@@ -248,6 +257,13 @@ def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: t
         a = open_scope(store, runs[0], rank, steps, step_pattern, skip_first)
         b = open_scope(a.store, runs[1], rank, steps, step_pattern, skip_first)
         got, scope, run_value, labels = fn(a, b, **params), a, [a.run, b.run], {a.run: run_labels(a), b.run: run_labels(b)}
+    elif spec.per_rank:
+        from .executor import resolve as resolve_executor
+
+        ex = {k: params[k] for k in EXECUTOR_OPTIONS}
+        scope = open_scope(store, run, rank, steps, step_pattern, skip_first, executor=resolve_executor(*ex.values()))
+        mine = {k: v for k, v in params.items() if k not in ex}
+        got, run_value, labels = fn(scope, **mine), scope.run, run_labels(scope)
     else:
         scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
         got, run_value, labels = fn(scope, **params), scope.run, run_labels(scope)

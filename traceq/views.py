@@ -49,22 +49,29 @@ def summary(scope, window: str = "all") -> Out:
 
     from .advice import fix_first_line
 
-    df = summary_scoped(scope, window)
-    return Out(df, fix_first_line(scope, headline(df, scope, window)))
+    from .analysis import per_rank
+
+    df, fs = per_rank.summary(scope, window) if per_rank.mapped(scope) else (summary_scoped(scope, window), scope)
+    return Out(df, fix_first_line(fs, headline(df, scope, window)))
 
 
 # ---------------------------------------------------------------- overlap
 def overlap(scope, window: str = "all", by: str = "rank") -> Out:
+    from .analysis import per_rank
     from .analysis.overlap import across_ranks, headline, overlap_rows, prepare_overlap
 
-    prepare_overlap(scope, window)
-    ranks = overlap_rows(scope, "rank")
+    if per_rank.mapped(scope):
+        ranks, step_rows, fs = per_rank.overlap(scope, window, by)
+    else:
+        prepare_overlap(scope, window)
+        ranks, fs = overlap_rows(scope, "rank"), scope
+        step_rows = overlap_rows(scope, "step") if by == "step" else None
     across = across_ranks(ranks, scope.con)
     from .advice import fix_first_line
 
-    line = fix_first_line(scope, headline(ranks, across, scope, window))
+    line = fix_first_line(fs, headline(ranks, across, scope, window))
     if by == "step":
-        return Out(overlap_rows(scope, "step"), line)
+        return Out(step_rows, line)
     if by == "across":
         return Out(across, line)
     return Out(ranks.drop("step"), line, tables={"across": across},
@@ -112,13 +119,18 @@ def _across_table(across: pl.DataFrame) -> pl.DataFrame:
 # ---------------------------------------------------------------- breakdown
 def breakdown(scope, by: str = "all", top: int = 30) -> Out:
     from .analysis import breakdown as bd
+    from .analysis import per_rank
 
     if by == "timer":
+        if per_rank.mapped(scope):   # medians need every timer instance: read in one process
+            from .analysis.scope import open_scope
+
+            scope = open_scope(scope.store, scope.run, None, scope.steps, scope.step_pattern, scope.skip_first)
         df = bd.timer_scoped(scope)
         notes = (["timer_stats rows: summary-only timer output (Deep500 stats text): no instance counts or totals"]
                  if "timer_stats" in set(df["source"]) else [])
         return Out(df, bd.timer_headline(df, scope), notes=notes)
-    full = bd.breakdown_scoped(scope, by)
+    full, fs = per_rank.breakdown(scope, by) if per_rank.mapped(scope) else (bd.breakdown_scoped(scope, by), scope)
     df = full.head(top) if top else full
     notes = []
     if top and full.height > top:
@@ -131,7 +143,7 @@ def breakdown(scope, by: str = "all", top: int = 30) -> Out:
     highlight = [i for i, u in enumerate(df["unfinished"]) if u]
     from .advice import fix_first_line
 
-    return Out(df, fix_first_line(scope, bd.headline(full, scope, by)), notes=notes, highlight=highlight)
+    return Out(df, fix_first_line(fs, bd.headline(full, scope, by)), notes=notes, highlight=highlight)
 
 
 def breakdown_view(res: Result) -> list[Block]:
@@ -172,9 +184,14 @@ def stalls(scope, min_gap_us: float = 50.0, data_pattern: str | None = None, tab
 
     from .advice import fix_first_line
 
-    res = sa.stalls_scoped(scope, min_gap_us, data_pattern)
+    from .analysis import per_rank
+
+    if per_rank.mapped(scope):
+        res, fs = per_rank.stalls(scope, min_gap_us, data_pattern)
+    else:
+        res, fs = sa.stalls_scoped(scope, min_gap_us, data_pattern), scope
     df = res.steps if table == "both" else getattr(res, table)
-    return Out(df, fix_first_line(scope, sa.headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
+    return Out(df, fix_first_line(fs, sa.headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
                notes=sa.advice(res), value=res)
 
 

@@ -70,10 +70,29 @@ class Evidence:
         return "; ".join(parts) or "no backward or optimizer (inference)"
 
 
-def evidence_for(scope) -> Evidence:
+def evidence_parts(scope) -> tuple[dict, pl.DataFrame]:
+    """The scope's facts (queries/advice_run.sql: counts and sums) and ops (advice_ops.sql:
+    counts and sums per kernel/copy group): both add up over ranks (merge_evidence)."""
     scope.ensure_steps()
-    facts = scope.df(queries.load("advice_run")).row(0, named=True)
-    ops = scope.df(queries.load("advice_ops"))
+    return scope.df(queries.load("advice_run")).row(0, named=True), scope.df(queries.load("advice_ops"))
+
+
+def evidence_for(scope) -> Evidence:
+    return _evidence(*evidence_parts(scope))
+
+
+def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:
+    """The Evidence of several ranks from each rank's evidence_parts (traceq.analysis.per_rank):
+    facts summed, ops re-grouped with their counts, durations and bytes summed."""
+    facts = {k: sum(int(f[k] or 0) for f, _ in parts) for k in parts[0][0]}
+    ops = pl.concat([o for _, o in parts], how="vertical_relaxed")
+    sums = ("n", "dur_ns", "bytes")
+    keys = [c for c in ops.columns if c not in sums]
+    ops = ops.group_by(keys, maintain_order=True).agg(pl.col(c).sum() for c in sums).select(ops.columns)
+    return _evidence(facts, ops)
+
+
+def _evidence(facts: dict, ops: pl.DataFrame) -> Evidence:
     steps = int(facts["steps"]) or int(facts["ranks"])
     return Evidence(ops, steps, int(facts["gpu_ns"]), int(facts["backward_host"]), int(facts["backward_gpu"]),
                     int(facts["optimizer_host"]), int(facts["optimizer_gpu"]))

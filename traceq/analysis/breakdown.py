@@ -49,9 +49,27 @@ def instances_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
     return scope.df("SELECT * FROM bd_instances ORDER BY rid")
 
 
+def partials_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
+    """Per rank and region: the sums and counts `breakdown` adds up (queries/breakdown_rank.sql)."""
+    _build_instances(scope, by)
+    return scope.df(queries.load("breakdown_rank"))
+
+
 def breakdown_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
     _build_instances(scope, by)
+    scope.df("CREATE OR REPLACE TEMP TABLE bd_partials AS " + queries.load("breakdown_rank"))
     return scope.df(queries.load("breakdown"))
+
+
+def reduce_partials(con, partials: pl.DataFrame) -> pl.DataFrame:
+    """`breakdown` from the per-rank partials of every rank (breakdown.sql over bd_partials)."""
+    from ..store import fetch_pl
+
+    con.register("bd_partials", partials.to_arrow())
+    try:
+        return fetch_pl(con, queries.load("breakdown"))
+    finally:
+        con.unregister("bd_partials")
 
 
 def timer_scoped(scope: Scope) -> pl.DataFrame:

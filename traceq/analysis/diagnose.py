@@ -68,7 +68,12 @@ def verdict(st) -> tuple[str, float, str]:
 
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
     """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence and the
-    findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice})."""
+    findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}).
+    A run of several ranks on an executor: one task per rank (traceq.analysis.per_rank)."""
+    from . import per_rank
+
+    if per_rank.mapped(scope):
+        return per_rank.diagnose(scope, min_gap_us)
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
     rows = []
     for r in ranks:

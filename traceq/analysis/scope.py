@@ -32,6 +32,12 @@ class Scope:
     step_pattern: str | None = None
     skip_first: int = 0
     _steps_ready: bool = False
+    # A run of several ranks whose per-rank analyses run on an executor (traceq.analysis.per_rank):
+    # the ExecutorSpec; the connection then holds no table data, only `runs` and scope_window.
+    executor: object = None
+    # HTA window: distinct *ProfilerStep* names of the whole run, when the connection sees only
+    # one rank of it (summary_ops.sql; None = count them on the connection)
+    run_step_names: int | None = None
 
     def _register_steps(self, chosen: pl.DataFrame) -> None:
         register_pl(self.con, "scope_steps_df", chosen)
@@ -118,6 +124,10 @@ def _numbers(steps: pl.DataFrame) -> str:
     return ", ".join(map(str, nums[:12])) + (" …" if len(nums) > 12 else "")
 
 
+def _ranks(con, run: str) -> list[int]:
+    return [r[0] for r in con.execute("SELECT rank FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()]
+
+
 def resolve_run(con, run: str | None, store: Store) -> str:
     runs = con.execute("SELECT run, max(ingested_at) AS t FROM runs GROUP BY run ORDER BY t DESC").fetchall()
     if not runs:
@@ -132,15 +142,35 @@ def resolve_run(con, run: str | None, store: Store) -> str:
 
 def open_scope(store: Store | str | None = None, run: str | None = None, rank: int | None = None,
                steps: str | None = None, step_pattern: str | None = None, skip_first: int = 0, *,
-               only_run: bool = False) -> Scope:
-    """`only_run`: the connection's table views hold only `run` (given) - faster on big stores."""
+               only_run: bool = False, only_rank: bool = False, executor=None) -> Scope:
+    """`only_run`: the connection's table views hold only `run` (given) - faster on big stores.
+    `only_rank`: they hold only that rank's files (`run` and `rank` given; a per-rank task).
+    `executor` (an ExecutorSpec): for a run of several ranks analysed whole (`rank` None), a
+    scope without table data whose per-rank analyses map over the ranks on that executor
+    (traceq.analysis.per_rank); a run of one rank gets the ordinary scope."""
     st = store if isinstance(store, Store) else Store(store)
     if not st.exists():
         raise TraceqError(f"no traceq store at {st.path}: ingest a trace first (traceq ingest FILE), "
                           "or point --store / TRACEQ_STORE at one")
-    con = st.connect(runs=[run] if only_run and run is not None else None)
+    if only_rank:
+        con = st.connect(only=(run, rank))
+    elif executor is not None and rank is None:
+        con = st.connect(runs=[])
+        run = resolve_run(con, run, st)
+        ranks = _ranks(con, run)
+        if len(ranks) > 1:
+            parse_steps(steps)
+            window = pl.DataFrame({"rank": ranks, "lo_ns": [None] * len(ranks), "hi_ns": [None] * len(ranks)},
+                                  schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})
+            con.register("scope_window_df", window.to_arrow())
+            con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
+            return Scope(st, con, run, None, steps, step_pattern, skip_first, executor=executor)
+        con.close()
+        con = st.connect(runs=[run] if only_run else None)
+    else:
+        con = st.connect(runs=[run] if only_run and run is not None else None)
     run = resolve_run(con, run, st)
-    ranks = [r[0] for r in con.execute("SELECT rank FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()]
+    ranks = _ranks(con, run)
     if rank is not None and rank not in ranks:
         raise TraceqError(f"run {run!r} has no rank {rank} (ranks: {', '.join(map(str, ranks))})")
     wanted = [rank] if rank is not None else ranks

@@ -52,13 +52,19 @@ def _check_pattern(con, pattern: str | None) -> None:
         check_regex(con, "--data-pattern", pattern)
 
 
-def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+def check_stalls_args(scope: Scope, min_gap_us: float, data_pattern: str | None) -> str | None:
+    """Fail on a bad --min-gap-us or --data-pattern before any work; the pattern (None if empty)."""
     from ..errors import TraceqError
 
     if min_gap_us < 0:
         raise TraceqError(f"--min-gap-us {min_gap_us}: must be >= 0")
     data_pattern = data_pattern or None
     _check_pattern(scope.con, data_pattern)
+    return data_pattern
+
+
+def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+    data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     queries.install_macros(scope.con)
     scope.ensure_steps()
     params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}

@@ -51,7 +51,8 @@ def check_window(window: str) -> str:
 def prepare_ops(scope: Scope, window: str = "all") -> None:
     """(Re)build the temp table analysis_ops for `scope` in `window` (summary_ops.sql)."""
     queries.install_macros(scope.con)
-    run_script(scope.con, "summary_ops", {"run": scope.run, "window": check_window(window)})
+    run_script(scope.con, "summary_ops", {"run": scope.run, "window": check_window(window),
+                                          "run_step_names": scope.run_step_names})
 
 
 def summary_scoped(scope: Scope, window: str = "all") -> pl.DataFrame:

@@ -1,9 +1,11 @@
 -- breakdown: per-region CPU time versus the GPU work launched inside it (DESIGN §4.3;
 -- nsys `nvtx_gpu_proj_sum` semantics).
 --
--- Input: the temp table bd_instances, one row per region instance, built by
--- breakdown_instances.sql (read its header for the projection rule: a GPU op belongs to
--- every range on the launching thread that fully contains its launch API call).
+-- Input: the table bd_partials (breakdown_rank.sql: per rank and region, sums and counts
+-- over the instances of bd_instances, built by breakdown_instances.sql; read its header for
+-- the projection rule: a GPU op belongs to every range on the launching thread that fully
+-- contains its launch API call). The ranks are summed here: in one process, or after each
+-- rank ran on a worker (traceq.analysis.per_rank), with the same result.
 --
 -- Definition, per region (source, domain, name), summed over instances and ranks:
 --   CPU time        = Σ (end − start) of the instances (children are not subtracted, so
@@ -16,7 +18,7 @@
 -- Timer keys (source timer) use the measured GPU duration of each instance as projected and
 -- busy time. Kineto GPU-side annotation spans are source gpu_annotation (no CPU time).
 --
--- Parameters: none besides bd_instances.
+-- Parameters: none besides bd_partials.
 --
 -- Output columns:
 --   source            nvtx | annotation | gpu_annotation | step | dataloader | timer
@@ -37,21 +39,21 @@
 SELECT
     source,
     domain,
-    CASE WHEN source = 'step' THEN 'ProfilerStep' ELSE name END AS name,
+    name,
     count(DISTINCT rank)                                         AS ranks,
-    count(*)                                                     AS instances,
-    count(*) FILTER (WHERE unfinished)                           AS unfinished,
-    sum(cpu_ns)::BIGINT                                          AS cpu_total_ns,
-    avg(cpu_ns)                                                  AS cpu_mean_ns,
-    count(*) FILTER (WHERE gpu_proj_ns IS NOT NULL)              AS gpu_instances,
+    sum(instances)::BIGINT                                       AS instances,
+    sum(unfinished)::BIGINT                                      AS unfinished,
+    sum(cpu_total_ns)::BIGINT                                    AS cpu_total_ns,
+    sum(cpu_total_ns) / nullif(sum(cpu_n), 0)                    AS cpu_mean_ns,
+    sum(gpu_instances)::BIGINT                                   AS gpu_instances,
     sum(gpu_ops)::BIGINT                                         AS gpu_ops,
     -- 0 = no GPU work launched inside; null = a timer key that was never timed on the GPU
-    CASE WHEN source = 'timer' AND count(gpu_proj_ns) = 0 THEN NULL
+    CASE WHEN source = 'timer' AND sum(gpu_proj_n) = 0 THEN NULL
          ELSE coalesce(sum(gpu_proj_ns), 0) END::BIGINT          AS gpu_proj_ns,
-    CASE WHEN source = 'timer' AND count(gpu_busy_ns) = 0 THEN NULL
+    CASE WHEN source = 'timer' AND sum(gpu_busy_n) = 0 THEN NULL
          ELSE coalesce(sum(gpu_busy_ns), 0) END::BIGINT          AS gpu_busy_ns,
-    CASE WHEN source = 'timer' AND count(gpu_busy_ns) = 0 THEN NULL
-         ELSE coalesce(sum(gpu_busy_ns), 0) / nullif(sum(cpu_ns), 0) END AS gpu_busy_per_cpu
-FROM bd_instances
+    CASE WHEN source = 'timer' AND sum(gpu_busy_n) = 0 THEN NULL
+         ELSE coalesce(sum(gpu_busy_ns), 0) / nullif(sum(cpu_total_ns), 0) END AS gpu_busy_per_cpu
+FROM bd_partials
 GROUP BY 1, 2, 3
 ORDER BY cpu_total_ns DESC NULLS LAST, gpu_proj_ns DESC, source, name, domain

@@ -36,8 +36,10 @@
 --   Not reproduced: HTA also treats a CPU op carrying a "stream" argument (Triton launches)
 --   as a GPU row; traceq's host_ops keep no stream, so such rows are not counted.
 --
--- Parameters: $run (text), $window ('all' | 'hta'); ranks and the step window come from the
--- temp table scope_window(rank, lo_ns, hi_ns) (traceq.analysis.scope).
+-- Parameters: $run (text), $window ('all' | 'hta'), $run_step_names (the number of distinct
+-- *ProfilerStep* names of the whole run, when the connection holds only some of its ranks: a
+-- per-rank task, traceq.analysis.per_rank; NULL = count them here); ranks and the step window
+-- come from the temp table scope_window(rank, lo_ns, hi_ns) (traceq.analysis.scope).
 --
 -- Output: temp table analysis_ops
 --   rank       rank
@@ -77,8 +79,8 @@ step_named AS (   -- rows named *ProfilerStep*: CPU spans and GPU annotation cop
                   -- ingestors put every ProfilerStep, even an old cpu_op one, in regions)
     SELECT rank, name, start_ns FROM regions WHERE run = $run AND name LIKE '%ProfilerStep%'
 ),
-hta_filtering AS (
-    SELECT $window = 'hta' AND (SELECT count(DISTINCT name) FROM step_named) >= 2 AS active
+hta_filtering AS (   -- $run_step_names: the run's count, given when this connection sees one rank
+    SELECT $window = 'hta' AND coalesce($run_step_names, (SELECT count(DISTINCT name) FROM step_named)) >= 2 AS active
 ),
 last_step AS (
     SELECT rank, max(summary_ceil_us_ns(start_ns)) AS last_start_ns FROM step_named GROUP BY rank

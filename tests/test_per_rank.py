@@ -1,0 +1,182 @@
+"""Per-rank analyses on the executor (traceq/analysis/per_rank.py, DESIGN §8).
+
+summary, overlap, stalls, breakdown and diagnose of a run with several ranks run as a map
+over ranks (each task reads one rank's files) and a reduce. Their output must equal, to
+the last bit, what the same analysis gives in one process over the whole run (the path a
+run of one rank still takes). Checked on:
+
+* a real multi-rank run: the two ranks of HTA's trace_filter, plus the single-rank
+  nccl_parser_config trace as rank 2 and HTA's CPU-only trace as rank 3 (ranks that differ:
+  another model, no GPU ops, no ProfilerSteps);
+* a generated 4-rank run (benchmarks/make_many_ranks.py from trace_filter rank 0);
+with the executor in this process, a local process pool of 2, and Dask (a LocalCluster of
+2 worker processes; skipped without dask).
+"""
+from __future__ import annotations
+
+import sys
+
+import polars as pl
+import pytest
+
+from conftest import REPO, shared_trace
+from traceq import views
+from traceq.analyses import REGISTRY
+from traceq.analysis import per_rank
+from traceq.analysis.diagnose import diagnose_scoped
+from traceq.analysis.scope import open_scope
+from traceq.errors import TraceqError
+from traceq.executor import ExecutorSpec
+from traceq.ingest import ingest
+from traceq.registry import compute
+from traceq.store import Store
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import make_many_ranks  # noqa: E402
+
+CASES = [("summary", {}), ("summary", {"window": "hta"}),
+         ("overlap", {}), ("overlap", {"by": "step"}), ("overlap", {"by": "across", "window": "hta"}),
+         ("breakdown", {}), ("breakdown", {"by": "annotation"}), ("breakdown", {"by": "timer"}),
+         ("stalls", {}), ("stalls", {"min_gap_us": 5.0, "data_pattern": "optimizer"})]
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """Run "mix": trace_filter ranks 0-1, nccl_parser_config as rank 2, cpu_only as rank 3."""
+    tf = shared_trace("kineto/hta/trace_filter")
+    nccl = shared_trace("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    cpu = shared_trace("kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    store = tmp_path_factory.mktemp("mixed") / "store"
+    ingest([tf], store, run="mix", jobs=1)
+    ingest([nccl], store, run="mix", rank=2, jobs=1)
+    ingest([cpu], store, run="mix", rank=3, jobs=1)
+    return store
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    template = shared_trace("kineto/hta/trace_filter/sampled_rank-0.json.gz")
+    out = tmp_path_factory.mktemp("gen4") / "job"
+    make_many_ranks.make(4, out, 1, 2.0, 200, clock_skew_us=2000, seed=3, template=template)
+    store = out.parent / "store"
+    ingest([out], store, jobs=1)
+    return store
+
+
+def _whole(store, name: str, **params):
+    """Today's single-process result: the analysis over the whole run's views."""
+    p = {x.name: params.get(x.name, x.default) for x in REGISTRY[name].params if x.name not in
+         ("executor", "scheduler", "scheduler_file", "jobs")}
+    return getattr(views, name)(open_scope(store), **p)
+
+
+def _assert_same(whole, mapped, name: str) -> None:
+    assert mapped.headline == whole.headline
+    assert mapped.notes == whole.notes and mapped.highlight == whole.highlight
+    assert mapped.df.schema == whole.df.schema
+    assert mapped.df.equals(whole.df), name
+    assert mapped.tables.keys() == whole.tables.keys()
+    for k, t in whole.tables.items():
+        assert mapped.tables[k].equals(t), (name, k)
+    if name == "stalls":
+        for k in ("causes", "steps", "gaps", "launch"):
+            assert getattr(mapped.value, k).equals(getattr(whole.value, k)), (name, k)
+        assert mapped.value.single_process_loader == whole.value.single_process_loader
+
+
+# one case per analysis, for the executors that start processes (keeps the suite fast)
+CORE = [("summary", {"window": "hta"}), ("overlap", {"by": "step"}), ("breakdown", {}), ("stalls", {})]
+
+
+def _check_all(store, cases=CASES, **ex) -> None:
+    for name, params in cases:
+        _assert_same(_whole(store, name, **params), compute(REGISTRY[name], store, **params, **ex), name)
+    spec = ExecutorSpec(ex.get("executor") or "local", ex.get("scheduler"), jobs=ex.get("jobs"))
+    scope = open_scope(store, executor=spec)
+    assert per_rank.mapped(scope)
+    whole = diagnose_scoped(open_scope(store))
+    assert diagnose_scoped(scope).equals(whole)
+    assert whole.height >= 2
+
+
+def test_real_mixed_run_per_rank_map_equals_whole_run(mixed):
+    # the run is what the test says it is: 4 ranks, one without GPU ops, one with HTA's steps
+    s = compute(REGISTRY["summary"], mixed)
+    assert s.df["rank"].to_list() == [0, 1, 2]
+    assert s.headline.endswith("no GPU activity on rank 3")
+    assert compute(REGISTRY["stalls"], mixed, table="launch").df["rank"].to_list() == [0, 1, 2]
+    _check_all(mixed)
+
+
+def test_generated_run_per_rank_map_equals_whole_run(generated):
+    _check_all(generated)
+    o = compute(REGISTRY["overlap"], generated)
+    assert o.df["rank"].to_list() == [0, 1, 2, 3] and o.tables["across"]["comm_ranks"][0] == 4
+
+
+def test_local_process_pool(generated):
+    _check_all(generated, CORE, executor="local", jobs=2)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=40)
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def test_dask_local_cluster(mixed, generated, dask_cluster):
+    _check_all(mixed, CORE, executor="dask", scheduler=dask_cluster)
+    _check_all(generated, CORE, executor="dask", scheduler=dask_cluster)
+
+
+def test_breakdown_mean_is_sum_over_count_of_the_ranks(generated):
+    """The reduce adds per-rank partials: a region's instances and CPU time are the sums of
+    its per-rank rows (`--rank R`), its mean their quotient."""
+    whole = compute(REGISTRY["breakdown"], generated, top=0).df
+    per = pl.concat([compute(REGISTRY["breakdown"], generated, rank=r, top=0).df for r in range(4)])
+    agg = per.group_by("source", "domain", "name").agg(pl.col("instances").sum(), pl.col("cpu_total_ns").sum(),
+                                                       pl.len().alias("ranks"))
+    got = whole.join(agg, on=["source", "domain", "name"], nulls_equal=True, suffix="_r")
+    assert got.height == whole.height
+    assert (got["instances"] == got["instances_r"]).all() and (got["ranks"] == got["ranks_r"]).all()
+    assert (got["cpu_total_ns"] == got["cpu_total_ns_r"]).all()
+    timed = got.filter(pl.col("cpu_total_ns").is_not_null())
+    assert (timed["cpu_mean_ns"] - timed["cpu_total_ns"] / timed["instances"]).abs().max() < 1e-6
+
+
+def test_tasks_read_one_rank_each(mixed, monkeypatch):
+    """Nothing connects to every rank's files: the client only to the manifest, each task to
+    its own rank (the HTA window's step-name count is the one documented extra pass)."""
+    calls = []
+    real = Store.connect
+
+    def spy(self, runs=None, only=None):
+        calls.append((runs, only))
+        return real(self, runs, only)
+
+    monkeypatch.setattr(Store, "connect", spy)
+    for name in ("summary", "overlap", "breakdown", "stalls"):
+        calls.clear()
+        compute(REGISTRY[name], mixed)
+        assert calls[0] == ([], None)
+        assert sorted(c[1] for c in calls[1:]) == [("mix", r) for r in range(4)], name
+
+
+def test_one_rank_keeps_the_single_process_path(tmp_path):
+    store = tmp_path / "one"
+    ingest([shared_trace("kineto/hta/nccl_parser_config/nccl_data.json.gz")], store, jobs=1)
+    assert not per_rank.mapped(open_scope(store, executor=ExecutorSpec()))
+    assert not per_rank.mapped(open_scope(store, rank=0, executor=ExecutorSpec()))
+
+
+def test_errors_are_the_single_process_ones(mixed):
+    with pytest.raises(TraceqError) as whole:
+        open_scope(mixed, steps="1:2")
+    with pytest.raises(TraceqError) as mapped:
+        compute(REGISTRY["summary"], mixed, steps="1:2")
+    assert str(mapped.value) == str(whole.value) and "selects no step of run 'mix' rank" in str(whole.value)
+    with pytest.raises(TraceqError, match="--data-pattern"):
+        compute(REGISTRY["stalls"], mixed, data_pattern="(")
