@@ -1,0 +1,276 @@
+"""The fast Kineto decoder (kineto_decode: the event array cut into parts decoded by forked
+processes) against the robust one: where it does not refuse, its raw parts hold the robust
+decoder's rows, column by column, and the same facts; where it cannot vouch for that (odd
+types, malformed JSON, ambiguous structure) it refuses (None)."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import mmap
+import tempfile
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import msgspec.structs
+
+from traceq.ingest import kineto, kineto_decode
+from traceq.ingest.kineto_decode import decode_fast
+from traceq.ingest.kineto_raw import RAW_SCHEMA
+
+from conftest import SAMPLES, SHARED_TRACES, shared_trace
+from fuzzing import kineto_document
+
+
+
+def robust(text: bytes, tmp: Path):
+    """The robust decoder's result for a document (`kineto._decode` with the fast path off)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=tmp))
+    path = tmp / "robust.json"
+    path.write_bytes(text)
+    (tmp / "robust-work").mkdir()
+    with pytest.MonkeyPatch.context() as mp, open(path, "rb") as f:
+        mp.setattr(kineto_decode, "decode_fast", lambda *a: None)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return kineto._decode(path, mm, tmp / "robust-work", path)
+        finally:
+            mm.close()
+
+
+def fast(text: bytes, tmp: Path, threads: int = 2, part_bytes: int | None = None):
+    """decode_fast on `text` (however small), cut into parts of about `part_bytes`."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "trace.json"
+    path.write_bytes(text)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kineto_decode, "MIN_SPLIT", 0)
+        mp.setattr(kineto_decode, "PART_BYTES", part_bytes or max(64, len(text) // 8))
+        return decode_fast(path, tmp / "work", threads)
+
+
+def rows(decoded):
+    return pa.concat_tables([pq.read_table(p) for p in decoded.parts]) if decoded.parts else RAW_SCHEMA.empty_table()
+
+
+def same(x, y) -> bool:
+    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+
+
+def assert_equal(decoded, text: bytes, tmp: Path) -> None:
+    """The fast decoder's result equals the robust decoder's: rows column by column, and
+    the facts beside them."""
+    want = robust(text, tmp / "robust")
+    got = rows(decoded)
+    assert got.schema == RAW_SCHEMA
+    expected = rows(want)
+    assert got.num_rows == expected.num_rows
+    for col in RAW_SCHEMA.names:
+        a, b = got[col].to_pylist(), expected[col].to_pylist()
+        bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x, y)]
+        assert not bad, f"{col}: row {bad[0]}: fast {a[bad[0]]!r} != robust {b[bad[0]]!r}"
+    assert (decoded.n_items, decoded.not_objects, decoded.first, decoded.warnings) == \
+        (want.n_items, want.not_objects, want.first, want.warnings)
+    assert msgspec.structs.asdict(decoded.meta) == msgspec.structs.asdict(want.meta)
+
+
+def _plain(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+# ------------------------------------------------------------------ real traces
+KINETO = sorted(p.relative_to(SHARED_TRACES).as_posix() for p in (SHARED_TRACES / "kineto").rglob("*.json*")) \
+    if (SHARED_TRACES / "kineto").exists() else ["kineto/hta/trace_diff/control/control.json.gz"]
+
+
+@pytest.mark.parametrize("rel", KINETO)
+def test_shared_traces_equal_robust_rows(rel, tmp_path):
+    text = _plain(shared_trace(rel))
+    decoded = fast(text, tmp_path)
+    if decoded is None:
+        # refused: only traces with types the fast path does not vouch for (a string grid,
+        # both spellings of "External id")
+        assert rel.endswith(("triton_example.json.gz", "resnet50_num_workers_0.worker0.pt.trace.json.gz"))
+        return
+    assert_equal(decoded, text, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["fast_dataloader", "slow_dataloader"])
+def test_sample_traces_equal_robust_rows(name, tmp_path):
+    text = _plain(SAMPLES / name / "rank0.pt.trace.json.gz")
+    decoded = fast(text, tmp_path)
+    assert decoded is not None
+    assert_equal(decoded, text, tmp_path)
+    assert decoded.meta.traceEvents is None and decoded.meta.schemaVersion is not None
+
+
+def test_many_parts_keep_file_order_with_two_or_three_workers(tmp_path):
+    """Parts cut every few KB, dealt to 2 or 3 processes: the parts keep file order."""
+    text = _plain(SAMPLES / "slow_dataloader" / "rank0.pt.trace.json.gz")
+    two = fast(text, tmp_path / "two", threads=2, part_bytes=16 << 10)
+    three = fast(text, tmp_path / "three", threads=3, part_bytes=16 << 10)
+    assert two is not None and three is not None and len(two.parts) > 10
+    assert_equal(two, text, tmp_path)
+    assert rows(two).equals(rows(three))
+
+
+def test_not_for_one_core_or_a_small_file(tmp_path):
+    text = _plain(SAMPLES / "slow_dataloader" / "rank0.pt.trace.json.gz")
+    assert fast(text, tmp_path / "one", threads=1) is None
+    path = tmp_path / "small.json"
+    path.write_bytes(text)
+    assert len(text) < kineto_decode.MIN_SPLIT
+    assert decode_fast(path, tmp_path / "work", 2) is None
+
+
+# ------------------------------------------------------------------ synthetic, by hand
+def _doc(events, **meta) -> bytes:
+    return json.dumps({**meta, "traceEvents": events}).encode()
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
+          "args": {"External id": 12, "correlation": 3, "device": 0, "stream": 7, "grid": [4, 2, 1],
+                   "block": [128, 1, 1], "registers per thread": 90}}
+
+
+def test_values_converted_as_the_raw_relation_says(tmp_path):
+    events = [
+        KERNEL,
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": "stream 7", "tid": "0x1f", "ts": "12.5", "dur": 2.25,
+         "args": {"External id": "0x10", "correlation": "stream 9"}},
+        {"ph": "B", "cat": "user_annotation", "name": "r", "pid": "-3", "tid": "99999999999999999999", "ts": 7,
+         "args": {"finished": "FALSE"}},
+        {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "pid": 0, "tid": 7, "ts": 200, "dur": 1,
+         "args": {"In msg nelems": 1000, "Out msg nelems": "2000", "dtype": "BFloat16", "Collective name": "allreduce",
+                  "Process Group Name": "0", "Process Group Description": "default_pg", "Group size": 8, "Seq": 41,
+                  "finished": False, "kind": "HtoD"}},
+        {"ph": "X", "cat": "Trace", "name": "window", "ts": 0, "dur": 1000},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "E", "pid": "-3", "tid": 1, "ts": 9},
+    ]
+    text = _doc(events, schemaVersion=1)
+    decoded = fast(text, tmp_path)
+    assert decoded is not None
+    t = rows(decoded).to_pylist()
+    assert [r["ph"] for r in t] == ["X", "X", "B", "X", "E"]
+    assert t[0]["external_id"] == 12 and t[0]["grid_x"] == 4 and t[0]["block_y"] == 1 and t[0]["registers"] == 90
+    assert (t[1]["pid"], t[1]["tid"], t[1]["ts"], t[1]["dur"]) == (7, 31, 12.5, 2.25)
+    assert (t[1]["external_id"], t[1]["correlation"]) == (16, 9)
+    assert (t[2]["pid"], t[2]["tid"], t[2]["unfinished"]) == (-3, None, True)
+    assert t[3]["bytes"] == 2000 * 2 and t[3]["unfinished"] is True and t[3]["arg_kind"] == "HtoD"
+    assert (t[3]["collective"], t[3]["pg_name"], t[3]["pg_desc"], t[3]["group_size"], t[3]["seq"]) == \
+        ("allreduce", "0", "default_pg", 8, 41)
+    assert decoded.n_items == 7
+    assert_equal(decoded, text, tmp_path)
+
+
+def test_lower_case_external_id_trace(tmp_path):
+    ev = {**KERNEL, "args": {"external id": 77, "correlation": 1}}
+    text = _doc([ev, {**ev, "ts": 200}])
+    decoded = fast(text, tmp_path)
+    assert decoded is not None
+    assert rows(decoded)["external_id"].to_pylist() == [77, 77]
+    assert_equal(decoded, text, tmp_path)
+
+
+def test_bare_array_and_metadata_after_the_events(tmp_path):
+    text = json.dumps([KERNEL, KERNEL]).encode()
+    decoded = fast(text, tmp_path / "a")
+    assert decoded is not None and decoded.n_items == 2
+    assert_equal(decoded, text, tmp_path)
+    text = (b'{"schemaVersion": 1, "traceEvents": [' + json.dumps([KERNEL, KERNEL]).encode()[1:-1] +
+            b'], "logs": ["a]", "b"], "traceName": "x]", "baseTimeNanoseconds": 5}')
+    decoded = fast(text, tmp_path / "b")
+    assert decoded is not None and decoded.meta.baseTimeNanoseconds == 5
+    assert_equal(decoded, text, tmp_path)
+
+
+REFUSED = {
+    "truncated": _doc([KERNEL, KERNEL])[:-30],
+    "ts as a bool": _doc([{**KERNEL, "ts": True}]),
+    "pid as a float": _doc([{**KERNEL, "pid": 1.5}]),
+    "name as a number": _doc([{**KERNEL, "name": 5}]),
+    "grid as a string": _doc([{**KERNEL, "args": {**KERNEL["args"], "grid": "[1,1,1]"}}]),
+    "non-object item": _doc([KERNEL, 5]),
+    "args not an object": _doc([{**KERNEL, "args": [1]}]),
+    "NaN literal": _doc([KERNEL]).replace(b'"dur": 5', b'"dur": NaN'),
+    "trailing comma": _doc([KERNEL]).replace(b'"registers per thread": 90}', b'"registers per thread": 90,}'),
+    "nested traceEvents first": b'{"meta": {"traceEvents": []}, "traceEvents": ' + json.dumps([KERNEL]).encode() + b"}",
+    "empty event list": _doc([]),
+    "not a trace": b'{"a": 1}',
+    "1e400": _doc([KERNEL]).replace(b'"dur": 5', b'"dur": 1e400'),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_refuses_what_it_cannot_vouch_for(case, tmp_path):
+    assert fast(REFUSED[case] * 1, tmp_path, part_bytes=64) is None
+    assert not list((tmp_path / "work").glob("fast-*"))   # nothing left behind
+
+
+def test_a_cut_inside_a_string_is_refused(tmp_path):
+    """The first event's name holds `}, {` past the middle of the array: the one cut (at the
+    first candidate after the middle) lands inside it, the part before it is no JSON array,
+    and the file is refused."""
+    text = _doc([{**KERNEL, "name": "x" * 1000 + "}, {" + "y" * 10}, KERNEL])
+    start, end = text.index(b"[") + 1, text.rindex(b"]")
+    middle = start + (end - start) // 2
+    assert text.find(b"}, {", middle) < text.find(b"yyy")   # the first candidate is inside the name
+    assert fast(text, tmp_path, part_bytes=(end - start) // 2 + 1) is None
+    assert robust(text, tmp_path).n_items == 2
+
+
+# ------------------------------------------------------------------ the fuzz corpus
+def check_fuzzed(doc: bytes, tmp: Path, split: bool, part_bytes: int) -> bool:
+    """Where the fast decoder takes `doc` (cut in two, or every `part_bytes` when `split`),
+    its rows equal the robust decoder's; returns whether it took it."""
+    decoded = fast(doc, tmp, part_bytes=part_bytes if split else len(doc) + 1)
+    if decoded is not None:
+        assert_equal(decoded, doc, tmp)
+    return decoded is not None
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=kineto_document(), split=st.booleans())
+def test_fuzz_fast_rows_equal_robust_rows(doc, split, tmp_path_factory):
+    check_fuzzed(doc, tmp_path_factory.mktemp("fz"), split, 300)
+
+
+@st.composite
+def plausible_document(draw) -> bytes:
+    """Mostly well-typed traces (the fuzz corpus above is mostly refused): ids and times as
+    numbers or strings of every shape the fast path accepts."""
+    ident = st.one_of(st.integers(-(2**63), 2**64 - 1), st.sampled_from(
+        ["stream 7", "0x1f", "-0X7", "1890023232", "Spans", "", "-3", "99999999999999999999999", "12.7", "a-5b",
+         "x9999999999999999999", "007", "-0"]), st.none())
+    time = st.one_of(st.integers(-(2**70), 2**70), st.floats(allow_nan=False, allow_infinity=False),
+                     st.sampled_from(["12", "-1.5e3", "1e400", "0.000001", "123456789012345678901234567890"]), st.none())
+    text = st.one_of(st.text(max_size=8), st.none())
+    args = st.fixed_dictionaries({}, optional={
+        "External id": ident, "correlation": ident, "stream": ident, "device": ident, "bytes": ident,
+        "registers per thread": ident, "Group size": ident, "Seq": ident,
+        "grid": st.one_of(st.lists(st.integers(-(2**40), 2**40), max_size=4), st.none()),
+        "block": st.lists(st.integers(0, 1024), max_size=3),
+        "finished": st.one_of(st.sampled_from(["false", "FaLsE", "true", False, True, 0, 7]), st.none()),
+        "kind": text, "dtype": st.one_of(st.sampled_from(["float", "Half", "int8", "complex"]), text),
+        "In msg nelems": time, "Out msg nelems": time, "Collective name": text,
+        "Process Group Name": text, "Process Group Description": text, "other": st.integers()})
+    event = st.fixed_dictionaries({"ph": st.sampled_from(["X", "X", "B", "E", "i", "M", "f"])}, optional={
+        "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "Trace", "trace", "cuda_runtime"]), text),
+        "name": text, "pid": ident, "tid": ident, "ts": time, "dur": time, "args": st.one_of(args, st.none())})
+    events = draw(st.lists(event, min_size=1, max_size=30))
+    return json.dumps(events if draw(st.booleans()) else {"traceEvents": events}, indent=draw(st.sampled_from([None, 2]))).encode()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(doc=plausible_document(), split=st.booleans())
+def test_plausible_traces_equal_robust_rows(doc, split, tmp_path_factory):
+    check_fuzzed(doc, tmp_path_factory.mktemp("pl"), split, 200)

@@ -1,0 +1,255 @@
+"""Fast parallel decoding of a Kineto/Chrome trace into raw parts (issue 11, the fast path).
+
+The event array of a plain JSON trace is cut into parts of about `PART_BYTES` at candidate
+event boundaries (`}` `,` `{` with whitespace between); forked worker processes (one per
+core this ingest may use; msgspec holds the GIL, so threads would not help) decode their
+parts with the robust decoder's own typed msgspec decode and `kineto._RawWriter`, each
+part into its own raw Parquet part. The parts, in file order, are the raw relation.
+
+Correctness by refusal: `decode_fast` returns None, and the robust decoder runs, unless the
+result provably equals the robust decoder's:
+- every part decodes strictly as a JSON array: by induction from the first part (which
+  starts at the real array start), every cut was a real event boundary (a cut inside a
+  string or at a deeper nesting level makes the text before it invalid);
+- every item decodes as a typed `kineto._Event`, so the robust decoder takes its typed path
+  too (no per-chunk coercion), and both build the rows with `kineto._columns`;
+- the outer document with `[]` for the array decodes strictly as `kineto._Trace`, and a
+  random token in place of the array proves that top-level `traceEvents` is that array.
+Anything else (odd types, items that are no objects, NaN literals, trailing commas,
+truncated files, a `traceEvents` key elsewhere first, one core only, a small file) is left
+to the robust decoder.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import secrets
+from pathlib import Path
+
+import msgspec
+
+from .kineto import _EVENTS, _RawWriter, _Trace
+from .kineto_raw import Decoded
+
+PART_BYTES = 16 << 20     # JSON text per part: a worker holds one part's events at a time
+MIN_SPLIT = 8 << 20       # below this one process decodes faster than forking workers
+_WS = b" \t\r\n"
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+
+
+class _Refused(Exception):
+    """The fast path cannot prove its rows equal the robust decoder's."""
+
+
+def threads_here() -> int:
+    """Processes one ingest may use: every core of this process when it runs alone, 1 in a
+    worker of the ingest pool (the pool already keeps all cores busy)."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def decode_fast(text_path: Path, workdir: Path, threads: int) -> Decoded | None:
+    """Raw parts of the plain JSON trace `text_path` (written under `workdir`) decoded by
+    `threads` processes, or None when the fast path does not apply or cannot vouch for the
+    result (the robust decoder then runs)."""
+    if threads < 2 or not hasattr(os, "fork"):
+        return None
+    text_path, workdir = Path(text_path), Path(workdir)
+    cuts: list = []
+    try:
+        with open(text_path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < MIN_SPLIT:
+                return None
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                meta, start, end = _locate(mm)
+                cuts = _cuts(mm, start, end, threads) or []
+                if len(cuts) < 2:
+                    return None
+                first = _first_item(mm, *cuts[0])
+                workdir.mkdir(parents=True, exist_ok=True)
+                results = _run_workers(mm, cuts, workdir, min(threads, len(cuts)))
+            finally:
+                mm.close()
+        if all(r is not None for r in results):
+            parts = [p for _, ps in results for p in ps]
+            return Decoded(parts=parts, meta=meta, n_items=sum(n for n, _ in results), first=first)
+    except (_Refused, OSError, msgspec.DecodeError):
+        pass
+    for i in range(len(cuts)):
+        _part_path(workdir, i).unlink(missing_ok=True)
+    return None
+
+
+# ------------------------------------------------------------------ the event array
+def _skip_ws(mm, i: int, n: int) -> int:
+    while i < n and mm[i] in _WS:
+        i += 1
+    return i
+
+
+def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
+    """(metadata, start, end): the event array's content is mm[start:end] (between its
+    brackets). The metadata is the document with `[]` for the array, decoded strictly; a
+    random token in place of the array proves that `traceEvents` at top level is that array."""
+    n = len(mm)
+    i = 3 if mm[:3] == b"\xef\xbb\xbf" else 0
+    i = _skip_ws(mm, i, n)
+    j = n
+    while j > i and mm[j - 1] in _WS:
+        j -= 1
+    if i >= j:
+        raise _Refused
+    if mm[i] == ord("["):
+        if mm[j - 1] != ord("]"):
+            raise _Refused
+        return _Trace(), i + 1, j - 1
+    if mm[i] != ord("{"):
+        raise _Refused
+    key = mm.find(b'"traceEvents"', i)
+    if key < 0:
+        raise _Refused
+    k = _skip_ws(mm, key + len(b'"traceEvents"'), n)
+    if k >= n or mm[k] != ord(":"):
+        raise _Refused
+    lb = _skip_ws(mm, k + 1, n)
+    if lb >= n or mm[lb] != ord("["):
+        raise _Refused
+    prefix = mm[:lb]
+    token = b'["tq-' + secrets.token_hex(8).encode() + b'"]'
+    rb = j
+    for _ in range(64):   # the array's `]`: the last one after an object whose suffix makes a valid document
+        rb = mm.rfind(b"]", lb, rb)
+        if rb < 0:
+            break
+        before = rb - 1
+        while before > lb and mm[before] in _WS:
+            before -= 1
+        if mm[before] not in b"}[":   # the array of events ends with an object (a later list of strings does not)
+            continue
+        suffix = mm[rb + 1:]
+        if b'"traceEvents"' in suffix or prefix.find(b'"traceEvents"', key + 1) >= 0 \
+                or b"\\u" in prefix or b"\\u" in suffix:
+            raise _Refused   # another spelling or a second `traceEvents`: the robust path decides
+        doc = prefix + token + suffix
+        try:
+            fields = msgspec.json.decode(doc, type=dict[str, msgspec.Raw])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        if bytes(fields.get("traceEvents", b"")) != token or doc.count(token) != 1:
+            raise _Refused
+        meta = msgspec.json.decode(prefix + b"[]" + suffix, type=_Trace)   # odd metadata: robust path
+        meta.traceEvents = None
+        return meta, lb + 1, rb
+    raise _Refused
+
+
+def _cuts(mm: mmap.mmap, start: int, end: int, workers: int) -> list[tuple[int, int]] | None:
+    """[(a, b)]: the parts of the array content, cut after a `}` and before a `{` at candidate
+    boundaries; a multiple of `workers` parts of at most about PART_BYTES. None when the
+    array holds no item."""
+    a = _skip_ws(mm, start, end)
+    if a >= end:
+        return None   # an empty event list: the robust path says so
+    total = end - a
+    n = workers * -(-total // (PART_BYTES * workers))
+    out = []
+    for i in range(1, n):
+        m = _BOUNDARY.search(mm, max(a + 1, start + total * i // n), end)
+        if m is None:
+            break
+        out.append((a, m.start() + 1))
+        a = m.end() - 1
+    out.append((a, end))
+    return out
+
+
+def _first_item(mm: mmap.mmap, a: int, b: int) -> bytes:
+    """The first item's text (up to 4096 bytes), as the robust decoder reports it."""
+    if mm[a] != ord("{"):
+        raise _Refused   # not an object: the robust path counts and reports it
+    pos = a
+    for _ in range(64):
+        m = _BOUNDARY.search(mm, pos, b)
+        stop = m.start() + 1 if m else b
+        while stop > a and mm[stop - 1] in _WS:
+            stop -= 1
+        try:
+            msgspec.json.decode(mm[a:stop], type=msgspec.Raw)
+            return bytes(mm[a:min(stop, a + 4096)])
+        except msgspec.DecodeError:
+            if m is None:
+                break
+            pos = m.end() - 1
+    raise _Refused
+
+
+# ------------------------------------------------------------------ the workers
+def _part_path(workdir: Path, i: int) -> Path:
+    return workdir / f"fast-{i:04d}.parquet"
+
+
+def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[Path]]:
+    """One part: strict typed decode (raises when the robust decoder would coerce or
+    recover), rows written by the robust decoder's writer. (items, [raw part] or [])."""
+    evs = _EVENTS.decode(b"[" + mm[a:b] + b"]")
+    out = _RawWriter(path.parent)
+    out.path = path
+    try:
+        out.add(evs)
+        return len(evs), out.close()
+    except BaseException:
+        out.discard()
+        raise
+
+
+def _decode_share(mm: mmap.mmap, cuts, share: list[int], workdir: Path) -> dict[int, tuple[int, list[Path]] | None]:
+    got: dict = {}
+    for i in share:
+        try:
+            got[i] = _decode_part(mm, *cuts[i], _part_path(workdir, i))
+        except msgspec.DecodeError:   # not strict JSON, or not the typed path (a ValidationError)
+            got[i] = None
+            break
+    return got
+
+
+def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple[int, list[Path]] | None]:
+    """Decode the parts on `workers` processes: this one and forked children, parts dealt
+    round-robin; a child sends back `i items` per part (or `i -` when refused)."""
+    shares = [list(range(k, len(cuts), workers)) for k in range(workers)]
+    children = []
+    for share in shares[1:]:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: decode its share, report, leave without any cleanup
+            code = 1
+            try:
+                os.close(r)
+                got = _decode_share(mm, cuts, share, workdir)
+                lines = [f"{i} -" if got.get(i) is None else f"{i} {got[i][0]} {len(got[i][1])}" for i in share]
+                os.write(w, ("\n".join(lines) + "\n").encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        children.append((pid, r, share))
+    results: dict = {}
+    try:
+        results.update(_decode_share(mm, cuts, shares[0], workdir))
+    finally:
+        for pid, r, share in children:
+            with os.fdopen(r, "rb") as f:
+                text = f.read().decode()
+            os.waitpid(pid, 0)
+            for line in text.splitlines():
+                i, n, *has = line.split()
+                results[int(i)] = None if n == "-" else (int(n), [_part_path(workdir, int(i))] if has[0] == "1" else [])
+    return [results.get(i) for i in range(len(cuts))]
