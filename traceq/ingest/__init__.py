@@ -15,7 +15,6 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from ..clocks import align_rows
 from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
@@ -252,6 +251,8 @@ def ingest(
             staged = partial_results(exc)
             raise
         _check_duplicate_ranks(staged)
+        from ..clocks import align_rows
+
         statuses = st.commit(staged, force=force, align=align_rows)   # + the runs' common clock
     except BaseException:
         st.discard(staged)

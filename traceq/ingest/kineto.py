@@ -249,8 +249,14 @@ class _RawWriter:
 # ------------------------------------------------------------------ text -> raw parts
 def _decode(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> Decoded:
     """Decode the JSON text `mm` (of the file `text_path`; `source` names the file in errors)
-    into raw parts in `workdir`. Window by window when the document lets itself be cut (a
+    into raw parts in `workdir`. The fast parallel decoder first (`kineto_decode`: plain,
+    well-typed traces); else window by window when the document lets itself be cut (a
     `traceEvents` list, or a bare list, of events), else whole (`_decode_whole`)."""
+    from .kineto_decode import decode_fast, threads_here
+
+    fast = decode_fast(text_path, workdir, threads_here())
+    if fast is not None:
+        return fast
     out = _RawWriter(workdir)
     try:
         got = _decode_windows(mm, source, out)

@@ -1,23 +1,23 @@
 """Fast parallel decoding of a Kineto/Chrome trace into raw parts (issue 11, the fast path).
 
-The event array of a plain JSON trace is split into parts of at most `PART_BYTES` at
-candidate event boundaries (`}` `,` `{` with whitespace between) and copied into the
-scratch folder as small JSON arrays; one DuckDB query parses all parts with `threads`
-threads and writes the raw relation (`kineto_raw.RAW_SCHEMA`, in file order) as Parquet.
-While DuckDB runs, msgspec validates every part strictly (its list of raw items), which
-also counts the items.
+The event array of a plain JSON trace is cut into parts of about `PART_BYTES` at candidate
+event boundaries (`}` `,` `{` with whitespace between); forked worker processes (one per
+core this ingest may use; msgspec holds the GIL, so threads would not help) decode their
+parts with the robust decoder's own typed msgspec decode and `kineto._RawWriter`, each
+part into its own raw Parquet part. The parts, in file order, are the raw relation.
 
-Correctness by refusal: `decode_fast` returns None, and the robust decoder runs, unless
-the result provably equals the robust decoder's rows:
-- every part is a strict JSON array: by induction from the first part (which starts at
-  the real array start), every cut was a real event boundary (a cut inside a string or at
-  a deeper level makes the text before it invalid);
-- every item is a JSON object whose fields msgspec's typed decode (`kineto._Event`)
-  accepts, so the robust decoder would take its typed path with the same values; and
-  every value the SQL converts is of a shape whose conversion is exact (plain numbers,
-  plain numeric and id strings). Anything else (odd types, hex or unicode digit strings
-  with signs or underscores, NaN literals, trailing commas, duplicate keys, escaped keys,
-  truncated files, nested `traceEvents`) is refused.
+Correctness by refusal: `decode_fast` returns None, and the robust decoder runs, unless the
+result provably equals the robust decoder's:
+- every part decodes strictly as a JSON array: by induction from the first part (which
+  starts at the real array start), every cut was a real event boundary (a cut inside a
+  string or at a deeper nesting level makes the text before it invalid);
+- every item decodes as a typed `kineto._Event`, so the robust decoder takes its typed path
+  too (no per-chunk coercion), and both build the rows with `kineto._columns`;
+- the outer document with `[]` for the array decodes strictly as `kineto._Trace`, and a
+  random token in place of the array proves that top-level `traceEvents` is that array.
+Anything else (odd types, items that are no objects, NaN literals, trailing commas,
+truncated files, a `traceEvents` key elsewhere first, one core only, a small file) is left
+to the robust decoder.
 """
 from __future__ import annotations
 
@@ -25,31 +25,17 @@ import mmap
 import os
 import re
 import secrets
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Union
 
 import msgspec
 
-from .kineto import _Trace
+from .kineto import _EVENTS, _RawWriter, _Trace
+from .kineto_raw import Decoded
 
-PART_BYTES = 32 << 20     # JSON text per part: bounds the validation buffer and DuckDB's per-file state
-MIN_SPLIT = 4 << 20       # below this the array is one part
-ROW_GROUP = 1 << 16       # rows per row group of the raw Parquet part
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+PART_BYTES = 16 << 20     # JSON text per part: a worker holds one part's events at a time
+MIN_SPLIT = 8 << 20       # below this one process decodes faster than forking workers
 _WS = b" \t\r\n"
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-
-
-@dataclass
-class Decoded:   # stand-in until kineto_raw.Decoded lands (issue 11, kpost)
-    parts: list[Path]
-    meta: _Trace
-    n_items: int
-    not_objects: int = 0
-    first: bytes | None = None
-    warnings: list[str] = field(default_factory=list)
 
 
 class _Refused(Exception):
@@ -57,7 +43,7 @@ class _Refused(Exception):
 
 
 def threads_here() -> int:
-    """Threads one ingest may use: every core of this process when it runs alone, 1 in a
+    """Processes one ingest may use: every core of this process when it runs alone, 1 in a
     worker of the ingest pool (the pool already keeps all cores busy)."""
     import multiprocessing
 
@@ -70,37 +56,36 @@ def threads_here() -> int:
 
 
 def decode_fast(text_path: Path, workdir: Path, threads: int) -> Decoded | None:
-    """Raw parts of the plain JSON trace `text_path` (written under `workdir`), or None when
-    the fast path cannot vouch for the result (the robust decoder then runs)."""
+    """Raw parts of the plain JSON trace `text_path` (written under `workdir`) decoded by
+    `threads` processes, or None when the fast path does not apply or cannot vouch for the
+    result (the robust decoder then runs)."""
+    if threads < 2 or not hasattr(os, "fork"):
+        return None
     text_path, workdir = Path(text_path), Path(workdir)
-    made: list[Path] = []
+    cuts: list = []
     try:
         with open(text_path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < 2:
+            if os.fstat(f.fileno()).st_size < MIN_SPLIT:
                 return None
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             try:
                 meta, start, end = _locate(mm)
-                cuts = _cuts(mm, start, end)
-                if cuts is None:
+                cuts = _cuts(mm, start, end, threads) or []
+                if len(cuts) < 2:
                     return None
-                first = _first_item(mm, cuts[0][0], cuts[0][1])
+                first = _first_item(mm, *cuts[0])
+                workdir.mkdir(parents=True, exist_ok=True)
+                results = _run_workers(mm, cuts, workdir, min(threads, len(cuts)))
             finally:
                 mm.close()
-            inputs = _write_parts(f.fileno(), cuts, workdir, made)
-        return _run(inputs, workdir, threads, made, meta, first)
-    except (_Refused, OSError, msgspec.DecodeError, msgspec.ValidationError):
-        for p in made:
-            _unlink(p)
-        return None
-
-
-def _unlink(p: Path) -> None:
-    try:
-        p.unlink()
-    except OSError:
+        if all(r is not None for r in results):
+            parts = [p for _, ps in results for p in ps]
+            return Decoded(parts=parts, meta=meta, n_items=sum(n for n, _ in results), first=first)
+    except (_Refused, OSError, msgspec.DecodeError):
         pass
+    for i in range(len(cuts)):
+        _part_path(workdir, i).unlink(missing_ok=True)
+    return None
 
 
 # ------------------------------------------------------------------ the event array
@@ -166,14 +151,15 @@ def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
     raise _Refused
 
 
-def _cuts(mm: mmap.mmap, start: int, end: int) -> list[tuple[int, int]] | None:
-    """[(a, b)]: the parts of the array content, cut after a `}` and before a `{` at
-    candidate boundaries about PART_BYTES apart; None when the array holds no item."""
+def _cuts(mm: mmap.mmap, start: int, end: int, workers: int) -> list[tuple[int, int]] | None:
+    """[(a, b)]: the parts of the array content, cut after a `}` and before a `{` at candidate
+    boundaries; a multiple of `workers` parts of at most about PART_BYTES. None when the
+    array holds no item."""
     a = _skip_ws(mm, start, end)
     if a >= end:
         return None   # an empty event list: the robust path says so
     total = end - a
-    n = 1 if total < MIN_SPLIT else -(-total // PART_BYTES)
+    n = workers * -(-total // (PART_BYTES * workers))
     out = []
     for i in range(1, n):
         m = _BOUNDARY.search(mm, max(a + 1, start + total * i // n), end)
@@ -205,178 +191,65 @@ def _first_item(mm: mmap.mmap, a: int, b: int) -> bytes:
     raise _Refused
 
 
-def _write_parts(fd: int, cuts: list[tuple[int, int]], workdir: Path, made: list[Path]) -> list[Path]:
-    """Copy each part of the array into workdir as `[...]` (the kernel copies the bytes)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i, (a, b) in enumerate(cuts):
-        p = workdir / f"fast-{i:04d}.json"
-        made.append(p)
-        with open(p, "wb") as o:
-            o.write(b"[")
-            o.flush()
-            off = a
-            while off < b:
-                k = os.copy_file_range(fd, o.fileno(), b - off, off) if hasattr(os, "copy_file_range") else 0
-                if k <= 0:
-                    k = os.sendfile(o.fileno(), fd, off, b - off)
-                if k <= 0:
-                    raise _Refused
-                off += k
-            os.lseek(o.fileno(), 0, os.SEEK_END)
-            o.write(b"]")
-        out.append(p)
-    return out
+# ------------------------------------------------------------------ the workers
+def _part_path(workdir: Path, i: int) -> Path:
+    return workdir / f"fast-{i:04d}.parquet"
 
 
-# ------------------------------------------------------------------ strict validation
-# What the SQL converts exactly as the robust decoder does (a subset of `kineto._Event`'s
-# types, so the robust decoder would take its typed path with the same values): plain
-# numeric text for times, and id strings that Python's int() and the SQL read alike (no
-# signs, underscores, surrounding spaces, non-ASCII digits or long hex; at most the 64
-# characters `kineto._to_int` looks at). Ids written as floats, non-string `kind`s and
-# collective names are refused (rare; the robust path converts them).
-_NumText = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z", max_length=64)]
-_IdText = Annotated[str, msgspec.Meta(
-    pattern=r"^(-?[0-9]+|-?0[xX][0-9a-fA-F]{1,15}|(?!-?0[xX])(?![+-]?[0-9]+(_[0-9]+)*\Z)(?! )(?!.* \Z)[ -~]{0,64})\Z")]
-_Time = Union[int, float, _NumText, None]
-_Id = Union[int, _IdText, None]
-_Str = Union[str, None]
-
-
-def _args_check(lower_ext: bool) -> type:
-    """The args struct of the check; one spelling of "External id" only (the other must be absent)."""
-    upper, lower = (None, _Id) if lower_ext else (_Id, None)
-    return msgspec.defstruct("_ArgsCheck", [
-        ("ext", upper, msgspec.field(default=None, name="External id")),
-        ("ext_lc", lower, msgspec.field(default=None, name="external id")),
-        *[(k, _Id, msgspec.field(default=None, name=n)) for k, n in (
-            ("correlation", "correlation"), ("stream", "stream"), ("device", "device"), ("bytes", "bytes"),
-            ("registers", "registers per thread"), ("group_size", "Group size"), ("seq", "Seq"))],
-        ("grid", Union[list[int], None], None), ("block", Union[list[int], None], None),
-        ("finished", Union[str, bool, int, None], None), ("kind", _Str, None), ("dtype", _Str, None),
-        ("in_n", _Time, msgspec.field(default=None, name="In msg nelems")),
-        ("out_n", _Time, msgspec.field(default=None, name="Out msg nelems")),
-        *[(k, _Str, msgspec.field(default=None, name=n)) for k, n in (
-            ("collective", "Collective name"), ("pg_name", "Process Group Name"),
-            ("pg_desc", "Process Group Description"))],
-    ], gc=False)
-
-
-def _event_check(lower_ext: bool) -> msgspec.json.Decoder:
-    event = msgspec.defstruct("_EventCheck", [
-        ("ph", _Str, None), ("cat", _Str, None), ("name", _Str, None), ("pid", _Id, None), ("tid", _Id, None),
-        ("ts", _Time, None), ("dur", _Time, None), ("args", Union[_args_check(lower_ext), None], None)], gc=False)
-    return msgspec.json.Decoder(list[event])
-
-
-_CHECKS = {False: _event_check(False), True: _event_check(True)}
-
-
-def _validate(parts: list[Path], lower_ext: bool) -> int:
-    """Strict JSON and vouched-for types of every item of every part; the item count.
-    Raises msgspec.DecodeError (not strict JSON), msgspec.ValidationError or _Refused."""
-    n = 0
-    dec = _CHECKS[lower_ext]
-    for p in parts:
-        buf = p.read_bytes()
-        if b"\\u0000" in buf:
-            raise _Refused("NUL in a string")
-        n += len(dec.decode(buf))
-        del buf
-    return n
-
-
-def _check(parts: list[Path], lower_ext: bool) -> int | str:
-    """`_validate` as a result: the item count, "json" (not strict JSON) or "types"."""
+def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[Path]]:
+    """One part: strict typed decode (raises when the robust decoder would coerce or
+    recover), rows written by the robust decoder's writer. (items, [raw part] or [])."""
+    evs = _EVENTS.decode(b"[" + mm[a:b] + b"]")
+    out = _RawWriter(path.parent)
+    out.path = path
     try:
-        return _validate(parts, lower_ext)
-    except (msgspec.ValidationError, _Refused):   # (a ValidationError is a DecodeError too)
-        return "types"
-    except msgspec.DecodeError:
-        return "json"
+        out.add(evs)
+        return len(evs), out.close()
+    except BaseException:
+        out.discard()
+        raise
 
 
-def _fork_checks(parts: list[Path], lower_ext: bool, workers: int) -> tuple[list, list[Path]]:
-    """Spread `_check` over `workers` cores: msgspec holds the GIL, so forked children (forked
-    before DuckDB starts) take a share of the parts each and send back their result.
-    Returns the children and the share left to this process."""
-    if workers <= 1 or len(parts) < 2 or not hasattr(os, "fork"):
-        return [], parts
-    shares = [parts[i::workers] for i in range(min(workers, len(parts)))]
+def _decode_share(mm: mmap.mmap, cuts, share: list[int], workdir: Path) -> dict[int, tuple[int, list[Path]] | None]:
+    got: dict = {}
+    for i in share:
+        try:
+            got[i] = _decode_part(mm, *cuts[i], _part_path(workdir, i))
+        except msgspec.DecodeError:   # not strict JSON, or not the typed path (a ValidationError)
+            got[i] = None
+            break
+    return got
+
+
+def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple[int, list[Path]] | None]:
+    """Decode the parts on `workers` processes: this one and forked children, parts dealt
+    round-robin; a child sends back `i items` per part (or `i -` when refused)."""
+    shares = [list(range(k, len(cuts), workers)) for k in range(workers)]
     children = []
     for share in shares[1:]:
         r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:   # the child: check its share, write the result, leave without cleanup
+        if pid == 0:   # the child: decode its share, report, leave without any cleanup
             code = 1
             try:
                 os.close(r)
-                os.write(w, str(_check(share, lower_ext)).encode())
+                got = _decode_share(mm, cuts, share, workdir)
+                lines = [f"{i} -" if got.get(i) is None else f"{i} {got[i][0]} {len(got[i][1])}" for i in share]
+                os.write(w, ("\n".join(lines) + "\n").encode())
                 code = 0
             finally:
                 os._exit(code)
         os.close(w)
-        children.append((pid, r))
-    return children, shares[0]
-
-
-def _join_children(children, results: list) -> None:
-    for pid, r in children:
-        with os.fdopen(r, "rb") as f:
-            got = f.read().decode()
-        os.waitpid(pid, 0)
-        results.append(int(got) if got.isdigit() else (got or "types"))
-
-
-def _combine(results: list) -> int | str:
-    if "json" in results:
-        return "json"
-    if any(not isinstance(x, int) for x in results):
-        return "types"
-    return sum(results)
-
-
-def _run(inputs: list[Path], workdir: Path, threads: int, made: list[Path], meta: _Trace, first: bytes) -> Decoded:
-    """DuckDB writes the raw part while msgspec checks the items (this thread, and forked
-    children when there are more cores); a trace that spells "external id" in lower case is
-    checked and written again in that spelling."""
-    from .kineto_decode_sql import copy_raw
-
-    out = workdir / "fast-raw.parquet"
-    made.append(out)
-    for lower_ext in (False, True):
-        box: dict = {}
-        children, mine = _fork_checks(inputs, lower_ext, threads)
-
-        def duck(lower: bool = lower_ext) -> None:
-            try:
-                box["rows"] = copy_raw(inputs, out, workdir, threads, lower_ext=lower,
-                                       connected=lambda con: box.setdefault("con", con))
-            except Exception as exc:  # noqa: BLE001 - any DuckDB error refuses (the robust path decides)
-                box["error"] = exc
-
-        t = threading.Thread(target=duck)
-        t.start()
-        results: list = []
-        try:
-            results.append(_check(mine, lower_ext))
-            if not isinstance(results[0], int) and "con" in box:
-                box["con"].interrupt()   # refused already: do not wait for DuckDB to finish
-        finally:
-            _join_children(children, results)
-            t.join()
-        got = _combine(results)
-        if got == "json":
-            raise _Refused   # not strict JSON (or a cut inside an item)
-        if isinstance(got, int) and "error" not in box:
-            for p in inputs:
-                _unlink(p)
-            return Decoded(parts=[out], meta=meta, n_items=got, first=first)
-        if lower_ext or not _mentions_lower_ext(inputs):
-            break
-    raise _Refused
-
-
-def _mentions_lower_ext(inputs: list[Path]) -> bool:
-    return any(b'"external id"' in p.read_bytes() for p in inputs)
+        children.append((pid, r, share))
+    results: dict = {}
+    try:
+        results.update(_decode_share(mm, cuts, shares[0], workdir))
+    finally:
+        for pid, r, share in children:
+            with os.fdopen(r, "rb") as f:
+                text = f.read().decode()
+            os.waitpid(pid, 0)
+            for line in text.splitlines():
+                i, n, *has = line.split()
+                results[int(i)] = None if n == "-" else (int(n), [_part_path(workdir, int(i))] if has[0] == "1" else [])
+    return [results.get(i) for i in range(len(cuts))]
