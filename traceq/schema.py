@@ -188,7 +188,9 @@ def conform(name: str, table: pa.Table | None) -> pa.Table:
 def _dictionary_of(t: pa.DataType) -> pa.DataType | None:
     """The dictionary-encoded form of a string column that conform() keeps as it is (a reader
     may hand text over dictionary-encoded: Parquet stores it so anyway, and readers see text)."""
-    return pa.dictionary(pa.int32(), t) if t == STR else None
+    import pyarrow as pa
+
+    return pa.dictionary(pa.int32(), t) if t == pa.string() else None
 
 
 def cast(col, to: pa.DataType):

@@ -65,7 +65,8 @@ _OP_CATS = ["cpu_op", "Operator", "operator", "CPU_OP"]
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _HOST_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
 _GPU_COLS = [*_HOST_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
-             "block_x", "block_y", "block_z", "arg_kind"]
+             "block_x", "block_y", "block_z", "arg_kind",
+             "collective", "pg_name", "pg_desc", "group_size", "seq"]
 _BE = ["B", "E"]
 HOST, GPU, REGION = 0, 1, 2
 

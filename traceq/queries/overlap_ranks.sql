@@ -11,6 +11,7 @@
 --   most_exposed_rank   the rank with the most exposed communication (waits the most)
 --   least_exposed_rank  the rank with the least exposed communication: when it is clearly
 --                       below the others, the others are waiting for it (a straggler hint)
+-- Ties go to the lowest rank (the result must not depend on the order ranks are read in).
 --
 -- Output columns (one row):
 --   ranks                ranks with GPU activity
@@ -42,7 +43,7 @@ SELECT
     (SELECT sum(comm_ns) FROM c)::BIGINT                       AS comm_ns,
     (SELECT sum(exposed_ns) FROM c)::BIGINT                    AS exposed_ns,
     (SELECT 100.0 * sum(overlapped_ns) / nullif(sum(comm_ns), 0) FROM c) AS overlap_pct,
-    (SELECT arg_max(rank, step_ns / steps) FROM overlap_by_rank WHERE steps > 0) AS slowest_rank,
+    (SELECT rank FROM overlap_by_rank WHERE steps > 0 ORDER BY step_ns / steps DESC, rank LIMIT 1) AS slowest_rank,
     (SELECT max(step_ns // steps) FROM overlap_by_rank WHERE steps > 0)::BIGINT   AS slowest_step_ns,
-    (SELECT arg_max(rank, exposed_ns) FROM c)                  AS most_exposed_rank,
-    (SELECT arg_min(rank, exposed_ns) FROM c)                  AS least_exposed_rank
+    (SELECT rank FROM c ORDER BY exposed_ns DESC, rank LIMIT 1) AS most_exposed_rank,
+    (SELECT rank FROM c ORDER BY exposed_ns, rank LIMIT 1)     AS least_exposed_rank
