@@ -44,8 +44,13 @@ class _Refused(Exception):
 
 def threads_here() -> int:
     """Processes one ingest may use: every core of this process when it runs alone, 1 in a
-    worker of the ingest pool (the pool already keeps all cores busy)."""
+    worker of the ingest pool (the pool already keeps all cores busy). TRACEQ_DECODE_PROCESSES
+    sets it (1: the single-process robust path)."""
     import multiprocessing
+
+    asked = os.environ.get("TRACEQ_DECODE_PROCESSES", "").strip()
+    if asked.isdigit() and int(asked) > 0:
+        return int(asked)
 
     if multiprocessing.parent_process() is not None:
         return 1
