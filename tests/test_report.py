@@ -312,3 +312,29 @@ def test_real_trace_pair_gives_every_section_and_the_diff(tmp_path):
     m = re.search(r"([\d,]+) ops and spans drawn as ([\d,]+) bars", html)
     assert int(m.group(1).replace(",", "")) == 9450 + 12            # GPU ops + 6 steps + 6 DataLoader calls
     assert int(m.group(2).replace(",", "")) <= timeline.MAX_SEGMENTS
+
+
+def test_timeline_puts_ranks_on_the_common_clock(tmp_path):
+    # Two ranks run the same 3 all-reduces (they end together), but rank 1's clock reads 2 ms
+    # ahead while both raw offsets (baseTimeNanoseconds) say the same: ingest's clock fit
+    # (runs.clock_refine_ns) moves rank 1 back by 2 ms, and the timeline draws both together.
+    from traceq.analysis.scope import open_scope
+    from traceq.clocks import align_rows
+
+    st = Store(tmp_path / "store")
+    staged = []
+    for rank, skew in ((0, 0), (1, 2_000_000)):
+        ops = [{"device": 0, "stream": 7, "kind": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float",
+                "category": "communication", "start_ns": 10_000_000 * i + skew + 100_000 * rank,
+                "end_ns": 10_000_000 * i + skew + 1_000_000} for i in range(3)]
+        cols = list(ops[0])
+        staged.append(st.stage(RankData(run="two", rank=rank, tables={"gpu_ops": pa.Table.from_pylist(
+            [{k: o[k] for k in cols} for o in ops])}, source_path=f"r{rank}.json", source_sha256=f"two-{rank}",
+            source_format="kineto", clock_offset_ns=1_700_000_000_000_000_000)))
+    st.commit(staged, align=align_rows)
+    refine = dict(st.connect().execute("SELECT rank, clock_refine_ns FROM runs ORDER BY rank").fetchall())
+    assert refine == {0: 0, 1: -2_000_000}
+    seg = timeline.segments(open_scope(st, "two")).segments.sort("rank", "start_ns")
+    ends = {r: seg.filter(pl.col("rank") == r)["x1_ms"].to_list() for r in (0, 1)}
+    assert ends[0] == pytest.approx(ends[1])          # on the common clock the collectives end together
+    assert ends[0][:2] == pytest.approx([1.0, 11.0])  # ms since the run's first event (rank 0's first start)

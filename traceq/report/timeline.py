@@ -24,7 +24,8 @@ Down-sampling rule (pixel buckets), per rank:
   ranks ~24,000.
 
 x is milliseconds since the run's first event: ranks are aligned with `runs.clock_offset_ns`
-when every rank has one, otherwise each rank starts at its own first event.
+(plus `runs.clock_refine_ns`, the run's common clock from matched collectives, where ingest
+computed it) when every rank has a raw offset, otherwise each rank starts at its own first event.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ class Timeline:
     lanes: list[str]            # lane labels, top to bottom
     buckets: int                # buckets per rank span actually used
     n_ops: int                  # ops and spans represented
-    aligned: bool               # ranks aligned on the epoch clock (clock_offset_ns)
+    aligned: bool               # ranks aligned on the common clock (clock_offset_ns + clock_refine_ns)
 
 
 def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEGMENTS) -> Timeline:
@@ -105,8 +106,10 @@ def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEG
         df = df.sort("busy_ns", descending=True).head(max_segments)
     n_ops = int(df["n"].sum()) if df.height else 0
 
-    offsets = scope.df("SELECT rank, coalesce(clock_offset_ns, 0) AS off FROM runs WHERE run = $run")
-    aligned = offsets.height > 0 and bool((offsets["off"] != 0).all())
+    offsets = scope.df("SELECT rank, coalesce(clock_offset_ns, 0) AS raw, "
+                       "coalesce(clock_offset_ns, 0) + coalesce(clock_refine_ns, 0) AS off FROM runs WHERE run = $run")
+    aligned = offsets.height > 0 and bool((offsets["raw"] != 0).all())
+    offsets = offsets.drop("raw")
     if df.height == 0:
         return Timeline(df, [], buckets, 0, aligned)
     if aligned:
