@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from .. import queries
+from ..store import register_pl
 from .scope import Scope, open_scope
 
 # --by value -> region sources it selects (gpu_annotation = Kineto GPU-side annotation spans).
@@ -65,7 +66,7 @@ def reduce_partials(con, partials: pl.DataFrame) -> pl.DataFrame:
     """`breakdown` from the per-rank partials of every rank (breakdown.sql over bd_partials)."""
     from ..store import fetch_pl
 
-    con.register("bd_partials", partials.to_arrow())
+    register_pl(con, "bd_partials", partials)
     try:
         return fetch_pl(con, queries.load("breakdown"))
     finally:

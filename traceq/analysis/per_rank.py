@@ -34,6 +34,7 @@ import polars as pl
 
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
+from ..store import register_pl
 from .scope import Scope, open_scope
 
 # Without --jobs, the local executor runs this many ranks or fewer in this process, one after
@@ -207,8 +208,8 @@ def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
     parts = [o["stalls"] for o in outs]
     gaps = _concat([p.gaps for p in parts])
     con = scope.con
-    con.register("st_busy", _concat([o["busy_ends"] for o in outs]).to_arrow())
-    con.register("st_gaps", gaps.to_arrow())
+    register_pl(con, "st_busy", _concat([o["busy_ends"] for o in outs]))
+    register_pl(con, "st_gaps", gaps)
     try:
         causes = fetch_pl(con, queries.load("stalls"))
     finally:

@@ -162,7 +162,7 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
             parse_steps(steps)
             window = pl.DataFrame({"rank": ranks, "lo_ns": [None] * len(ranks), "hi_ns": [None] * len(ranks)},
                                   schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})
-            con.register("scope_window_df", window.to_arrow())
+            register_pl(con, "scope_window_df", window)
             con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
             return Scope(st, con, run, None, steps, step_pattern, skip_first, executor=executor)
         con.close()
