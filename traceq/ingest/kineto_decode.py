@@ -223,7 +223,21 @@ def _decode_share(mm: mmap.mmap, cuts, share: list[int], workdir: Path) -> dict[
         except msgspec.DecodeError:   # not strict JSON, or not the typed path (a ValidationError)
             got[i] = None
             break
+        finally:
+            _release(mm, *cuts[i])
     return got
+
+
+def _release(mm: mmap.mmap, a: int, b: int) -> None:
+    """Drop this process's mapped pages of the decoded part [a, b): file pages it touched
+    count in its RSS until released, and the whole file would otherwise end up resident."""
+    page = mmap.PAGESIZE
+    lo, hi = (a // page) * page, (b // page) * page
+    if hi > lo:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple[int, list[Path]] | None]:
