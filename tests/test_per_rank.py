@@ -105,11 +105,11 @@ def test_real_mixed_run_per_rank_map_equals_whole_run(mixed):
     assert s.df["rank"].to_list() == [0, 1, 2]
     assert s.headline.endswith("no GPU activity on rank 3")
     assert compute(REGISTRY["stalls"], mixed, table="launch").df["rank"].to_list() == [0, 1, 2]
-    _check_all(mixed)
+    _check_all(mixed, jobs=1)   # --jobs 1: the map, in this process
 
 
 def test_generated_run_per_rank_map_equals_whole_run(generated):
-    _check_all(generated)
+    _check_all(generated, jobs=1)
     o = compute(REGISTRY["overlap"], generated)
     assert o.df["rank"].to_list() == [0, 1, 2, 3] and o.tables["across"]["comm_ranks"][0] == 4
 
@@ -160,9 +160,19 @@ def test_tasks_read_one_rank_each(mixed, monkeypatch):
     monkeypatch.setattr(Store, "connect", spy)
     for name in ("summary", "overlap", "breakdown", "stalls"):
         calls.clear()
-        compute(REGISTRY[name], mixed)
+        compute(REGISTRY[name], mixed, jobs=1)
         assert calls[0] == ([], None)
         assert sorted(c[1] for c in calls[1:]) == [("mix", r) for r in range(4)], name
+
+
+def test_a_few_ranks_without_executor_options_stay_in_one_process(mixed, monkeypatch):
+    # 4 ranks <= IN_PROCESS_RANKS and no --executor/--jobs/TRACEQ_EXECUTOR: one process (faster)
+    monkeypatch.delenv("TRACEQ_EXECUTOR", raising=False)
+    assert not per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
+    assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec(jobs=1)))
+    assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec("dask")))
+    monkeypatch.setattr(per_rank, "IN_PROCESS_RANKS", 3)
+    assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
 
 
 def test_one_rank_keeps_the_single_process_path(tmp_path):
