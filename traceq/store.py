@@ -470,14 +470,8 @@ def _empty_view(con, name: str, columns: list[tuple[str, str]]) -> None:
 # without importing pyarrow and numpy: ~0.15 s of a command's start-up). The command line sets
 # it (traceq.cli.main); it is off by default because DuckDB 2.0 then reports its objects as
 # leaked on stderr when the interpreter shuts down, which the CLI avoids by ending the process
-# with os._exit once its output is flushed (see `streams_used`).
+# with os._exit once its output is flushed (traceq.cli.main).
 ARROW_STREAMS = False
-_streams_used = False
-
-
-def streams_used() -> bool:
-    """Whether this process exchanged data through Arrow streams (see ARROW_STREAMS)."""
-    return _streams_used
 
 
 class _Stream:
@@ -492,9 +486,7 @@ class _Stream:
 
 def register_pl(con, name: str, df) -> None:
     """Make polars frame `df` readable as `name` on a DuckDB connection (`con.register`)."""
-    global _streams_used
     if ARROW_STREAMS:
-        _streams_used = True
         con.register(name, _Stream(df))
     else:
         con.register(name, df.to_arrow())
@@ -502,14 +494,12 @@ def register_pl(con, name: str, df) -> None:
 
 def fetch_pl(con, sql: str, params: dict | None = None):
     """Run `sql` on a DuckDB connection and return a polars DataFrame (via Arrow)."""
-    global _streams_used
     import polars as pl
 
     rel = con.sql(sql, params=params or None)
     if rel is None:   # a statement without a result (CREATE, SET, ...)
         return pl.DataFrame()
     if ARROW_STREAMS:
-        _streams_used = True
         df = pl.DataFrame(rel)
     else:
         df = pl.from_arrow(rel.to_arrow_table())

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from ..errors import BadInput
 from .common import Parsed
-from .kineto_raw import RAW_SCHEMA, Decoded
+from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, fmt_value
 
 Num = Union[int, float, str, None]
@@ -759,14 +759,15 @@ def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
                           for v in values], pa.list_(pa.int64()))
     if len(lists.values) == 0:
         return (pa.nulls(len(values), pa.int64()),) * 3
-    offsets = lists.offsets.to_numpy()
-    lengths = np.diff(offsets)
-    valid = ~np.asarray(lists.is_null())
+    # Arrow kernels only (a numpy array handed to pyarrow makes it import numpy.ma: 25 ms in
+    # each decoding process)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0)
+    starts = lists.offsets.slice(0, len(lists))
     out = []
     for i in range(3):
-        has = valid & (lengths > i)
-        picked = lists.values.take(pa.array(np.where(has, offsets[:-1] + i, 0)))
-        out.append(pc.if_else(pa.array(has), picked, pa.scalar(None, pa.int64())))
+        has = pc.greater(lengths, i)
+        picked = lists.values.take(pc.if_else(has, pc.add(starts, i), 0))
+        out.append(pc.if_else(has, picked, pa.scalar(None, pa.int64())))
     return tuple(out)
 
 
@@ -798,7 +799,8 @@ def _msg_bytes(a: _Args):
 
 def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
     """Arrow columns of a list of events (`kineto_raw.RAW_SCHEMA`, in its order, when `gpu`;
-    the arg columns of GPU ops are left out otherwise)."""
+    the arg columns of GPU ops are left out otherwise). The arg columns are read for the events
+    of `ARG_CATS` only, null for the others (kineto_raw)."""
     args = [e.args or _NO_ARGS for e in evs]
     cols = {
         "ph": _str_col([e.ph for e in evs]),
@@ -810,24 +812,37 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
         "dur": _float_col([e.dur for e in evs]),
         "external_id": _int_col([a.external_id if a.external_id is not None else a.external_id_lc for a in args]),
         "correlation": _int_col([a.correlation for a in args]),
-        "unfinished": pa.array([a.finished is not None and str(a.finished).lower() == "false" for a in args]),
+        "unfinished": pa.array([a.finished is not None and str(a.finished).lower() == "false" for a in args], pa.bool_()),
     }
     if gpu:
-        cols.update({
-            "stream": _int_col([a.stream for a in args]),
-            "device": _int_col([a.device for a in args]),
-            "bytes": _int_col([a.bytes if a.bytes is not None or a.dtype is None else _msg_bytes(a) for a in args]),
-            "registers": _int_col([a.registers for a in args]),
-            **dict(zip(("grid_x", "grid_y", "grid_z"), _dims([a.grid for a in args]))),
-            **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in args]))),
-            "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
-            "collective": _str_col([a.collective for a in args]),
-            "pg_name": _str_col([a.pg_name for a in args]),
-            "pg_desc": _str_col([a.pg_desc for a in args]),
-            "group_size": _int_col([a.group_size for a in args]),
-            "seq": _int_col([a.seq for a in args]),
-        })
+        at = [i for i, e in enumerate(evs) if e.cat in ARG_CATS]
+        dev = args if len(at) == len(evs) else [args[i] for i in at]
+        arg_cols = {
+            "stream": _int_col([a.stream for a in dev]),
+            "device": _int_col([a.device for a in dev]),
+            "bytes": _int_col([a.bytes if a.bytes is not None or a.dtype is None else _msg_bytes(a) for a in dev]),
+            "registers": _int_col([a.registers for a in dev]),
+            **dict(zip(("grid_x", "grid_y", "grid_z"), _dims([a.grid for a in dev]))),
+            **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in dev]))),
+            "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in dev]),
+            "collective": _str_col([a.collective for a in dev]),
+            "pg_name": _str_col([a.pg_name for a in dev]),
+            "pg_desc": _str_col([a.pg_desc for a in dev]),
+            "group_size": _int_col([a.group_size for a in dev]),
+            "seq": _int_col([a.seq for a in dev]),
+        }
+        cols.update(arg_cols if len(at) == len(evs) else _spread(arg_cols, at, len(evs)))
     return cols
+
+
+def _spread(cols: dict[str, pa.Array], at: list[int], n: int) -> dict[str, pa.Array]:
+    """Columns of the events at positions `at` (ascending) -> columns of all `n` events,
+    null elsewhere."""
+    where: list = [None] * n
+    for j, i in enumerate(at):
+        where[i] = j
+    take = pa.array(where, pa.int64())
+    return {k: v.take(take) for k, v in cols.items()}
 
 
 # ------------------------------------------------------------------ the reader

@@ -8,7 +8,7 @@ times, validation, B/E pairing, launch linking, classification) reads those part
 Two decoders produce the same rows for the same input:
 
 - the fast path (`kineto_decode`): the event array split at validated event boundaries
-  and parsed in parallel by DuckDB's JSON reader;
+  and decoded in parallel by forked processes (msgspec, typed);
 - the robust path (msgspec, chunk by chunk, coercing odd types per event): every input the
   fast path refuses (odd types, truncated files, hostile values) ends up here.
 
@@ -23,6 +23,9 @@ else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*
 `collective`/`pg_name`/`pg_desc` = args "Collective name"/"Process Group Name"/"Process Group
 Description" when strings (numbers as their text); `group_size` = args "Group size";
 `seq` = args "Seq" (the collective's sequence number in its process group).
+The arg columns from `stream` on are read only for events of `ARG_CATS` (GPU activity and
+GPU-side annotations: the only rows translation takes them from) and are null elsewhere;
+building them for every host event cost as much as all the other columns together.
 """
 from __future__ import annotations
 
@@ -45,6 +48,19 @@ RAW_SCHEMA = pa.schema([
     ("collective", pa.string()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
     ("group_size", pa.int64()), ("seq", pa.int64()),
 ])
+
+
+# Routing categories (exact, as torch.profiler writes them; translation's `_routes`):
+# category (lower-cased) of device activity -> gpu_ops kind. Device activity of other
+# accelerators goes to gpu_ops too: MTIA's on-device events are `mtia_ccp_events` (Kineto
+# MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and GPU-event patterns list it).
+GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+            "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync",
+            "mtia_ccp_events": "kernel"}
+GPU_CATS = frozenset(GPU_KIND) | {"Kernel", "Memcpy", "Memset"}   # + the 2021 capitalised ones
+ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation")
+# events whose arg columns (stream, device, bytes, ..., seq) translation reads
+ARG_CATS = GPU_CATS | {"gpu_user_annotation", "Gpu_user_annotation"}
 
 
 @dataclass

@@ -33,19 +33,15 @@ import pyarrow.parquet as pq
 from ..categories import classify
 from ..errors import BadInput
 from .common import nesting_depth
-from .kineto_raw import RAW_SCHEMA, Decoded
+from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, representable, sane
 
 _TCHUNK = 1 << 16   # rows per translation chunk
 
-# category (lower-cased) -> (table, kind)
-# Device activity of other accelerators goes to gpu_ops too: MTIA's on-device events are
-# `mtia_ccp_events` (Kineto MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and
-# GPU-event patterns list it). Their device is the trace pid ("MTIA 9"), their stream the tid
-# when args carry none; `_MTIA_KIND` refines the kind by name.
-_GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-             "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync",
-             "mtia_ccp_events": "kernel"}
+# category (lower-cased) -> gpu_ops kind: kineto_raw.GPU_KIND. Device activity of MTIA: its
+# device is the trace pid ("MTIA 9"), its stream the tid when args carry none; `_MTIA_KIND`
+# refines the kind by name.
+_GPU_KIND = GPU_KIND
 # MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
 # `event_wait`/`event_record` (stream-event waits and markers); the rest are kernels
 _MTIA_KIND = ((r"^dma", "memcpy"), (r"^event_(wait|record)$", "sync"))
@@ -59,8 +55,8 @@ _STEP = r"^ProfilerStep#(\d+)$"
 _DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
 
 # routing of the raw rows (exact categories, as written): GPU ops, regions, host events
-_GPU_CATS = sorted(frozenset(_GPU_KIND) | {"Kernel", "Memcpy", "Memset"})
-_ANNOTATION_CATS = ["user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation"]
+_GPU_CATS = sorted(GPU_CATS)
+_ANNOTATION_CATS = list(ANNOTATION_CATS)
 _OP_CATS = ["cpu_op", "Operator", "operator", "CPU_OP"]
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _HOST_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
