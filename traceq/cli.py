@@ -176,8 +176,6 @@ def ingest(
     if fmt not in ("table", "json", "csv"):
         fail(f"--format {fmt!r}: choose table, json or csv (the input format is --input-format)")
     hashes = start_hashing(paths)   # hashing runs on another core while the heavy imports load
-    import polars as pl
-
     from .executor import resolve as resolve_executor
     from .ingest import expand, ingest as do_ingest
 
@@ -215,6 +213,8 @@ def ingest(
             return os.path.relpath(path)
         except ValueError:
             return path
+
+    import polars as pl   # after ingesting: a Kineto decode loads it while its workers decode
 
     df = pl.DataFrame([{"file": shown(r.path), "run": r.run, "rank": r.rank, "format": r.format, "status": r.status,
                         "gpu_ops": r.counts.get("gpu_ops"), "host_ops": r.counts.get("host_ops"),

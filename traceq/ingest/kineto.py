@@ -38,7 +38,6 @@ import pyarrow.parquet as pq
 from ..errors import BadInput
 from .common import Parsed
 from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
-from .validate import LIMIT_NS, fmt_value
 
 Num = Union[int, float, str, None]
 Text = Union[str, int, float, None]
@@ -856,6 +855,8 @@ def _devices(trace: _Trace) -> list[dict]:
 
 
 def _clock_offset(base, warnings: list[str]) -> int:
+    from .validate import LIMIT_NS, fmt_value   # polars: decoding runs without it (kineto_decode)
+
     if base is None or abs(base) <= LIMIT_NS:
         return int(base or 0)
     warnings.append(f"ignored baseTimeNanoseconds {fmt_value(base)}: not representable as int64 ns")
@@ -869,8 +870,6 @@ def read(path: Path, workdir: Path | None = None) -> Parsed:
     tools) a temporary folder is used and the tables come back in memory in `Parsed.tables`."""
     if workdir is None:
         return _read_in_memory(Path(path))
-    from .kineto_translate import translate
-
     path, workdir = Path(path), Path(workdir)
     text_path, mm = _open_text(path, workdir)
     try:
@@ -895,6 +894,8 @@ def read(path: Path, workdir: Path | None = None) -> Parsed:
     )
 
     def fill(open_table) -> None:
+        from .kineto_translate import translate   # polars: loaded while the workers decode (kineto_decode)
+
         translate(decoded, path, open_table, parsed.warnings)
         parsed.warnings.extend(late)
 

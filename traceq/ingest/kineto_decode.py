@@ -215,9 +215,12 @@ def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[P
         raise
 
 
-def _decode_share(mm: mmap.mmap, cuts, share: list[int], workdir: Path) -> dict[int, tuple[int, list[Path]] | None]:
+def _decode_share(mm: mmap.mmap, cuts, queue, workdir: Path) -> dict[int, tuple[int, list[Path]] | None]:
+    """Decode the parts whose numbers this process takes from the shared counter `queue` (one
+    at a time, until none is left), each into its own raw part; None for a part that cannot
+    be decoded on the fast path (then this process stops)."""
     got: dict = {}
-    for i in share:
+    while (i := _take(queue, len(cuts))) is not None:
         try:
             got[i] = _decode_part(mm, *cuts[i], _part_path(workdir, i))
         except msgspec.DecodeError:   # not strict JSON, or not the typed path (a ValidationError)
@@ -226,6 +229,17 @@ def _decode_share(mm: mmap.mmap, cuts, share: list[int], workdir: Path) -> dict[
         finally:
             _release(mm, *cuts[i])
     return got
+
+
+def _take(queue, n: int) -> int | None:
+    """The next part number from the counter shared by the decoding processes, None when all
+    `n` are taken."""
+    with queue.get_lock():
+        i = queue.value
+        if i >= n:
+            return None
+        queue.value = i + 1
+    return i
 
 
 def _release(mm: mmap.mmap, a: int, b: int) -> None:
@@ -241,30 +255,38 @@ def _release(mm: mmap.mmap, a: int, b: int) -> None:
 
 
 def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple[int, list[Path]] | None]:
-    """Decode the parts on `workers` processes: this one and forked children, parts dealt
-    round-robin; a child sends back `i items` per part (or `i -` when refused)."""
-    shares = [list(range(k, len(cuts), workers)) for k in range(workers)]
+    """Decode the parts on `workers` processes: this one and forked children, each taking
+    the next part from a counter in shared memory until none is left; a child sends back
+    `i items parts` per part it decoded (`i -` when refused). While the children decode,
+    this process first loads what translation needs next (polars: ~0.1 s of imports that
+    decoding does without), then takes parts too: dealing them one at a time keeps the
+    processes evenly busy whatever each one's start."""
+    import multiprocessing
+
+    queue = multiprocessing.get_context("fork").Value("q", 0)   # the number of the next part to take
     children = []
-    for share in shares[1:]:
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:   # the child: decode its share, report, leave without any cleanup
-            code = 1
-            try:
-                os.close(r)
-                got = _decode_share(mm, cuts, share, workdir)
-                lines = [f"{i} -" if got.get(i) is None else f"{i} {got[i][0]} {len(got[i][1])}" for i in share]
-                os.write(w, ("\n".join(lines) + "\n").encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        children.append((pid, r, share))
     results: dict = {}
     try:
-        results.update(_decode_share(mm, cuts, shares[0], workdir))
+        for _ in range(workers - 1):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:   # the child: decode parts from the queue, report, leave without any cleanup
+                code = 1
+                try:
+                    os.close(r)
+                    got = _decode_share(mm, cuts, queue, workdir)
+                    os.write(w, "".join(f"{i} -\n" if res is None else f"{i} {res[0]} {len(res[1])}\n"
+                                        for i, res in got.items()).encode())
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(w)
+            children.append((pid, r))
+        from . import kineto_translate  # noqa: F401  (translation's imports, while the children decode)
+
+        results.update(_decode_share(mm, cuts, queue, workdir))
     finally:
-        for pid, r, share in children:
+        for pid, r in children:
             with os.fdopen(r, "rb") as f:
                 text = f.read().decode()
             os.waitpid(pid, 0)
