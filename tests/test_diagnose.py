@@ -87,11 +87,23 @@ def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
 
 
 # ---------------------------------------------------------------- channels_last
+def _gpu_kernels(store, rel, select):
+    """`select` (SQL aggregates) over the run's kernels read straight from the store's gpu_ops
+    parquet with DuckDB: expected numbers by a second method, outside traceq's queries."""
+    import duckdb
+
+    part = store / "gpu_ops" / f"run={_run(rel)}"
+    return duckdb.sql(f"select {select} from read_parquet('{part}/**/*.parquet') where kind = 'kernel'").fetchall()[0]
+
+
 @pytest.mark.shared
 def test_channels_last_fires_on_a_cnn_with_nchw_to_nhwc_conversions(store):
-    f = _ids(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38_1102.pt.trace.json.gz")["channels_last"]
+    f = _ids(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")["channels_last"]
     assert "35 NCHW<->NHWC conversion kernels" in f["evidence"] and "nchwToNhwcKernel" in f["evidence"]
-    assert "1,125 NCHW convolution kernels" in f["evidence"]
+    conv_n, conv_ns = _gpu_kernels(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                   "count(*) filter (where category = 'conv'), sum(end_ns - start_ns) filter (where category = 'conv')")
+    assert conv_n == 1470          # winograd/scudnn/cask offset kernels: none NHWC
+    assert f"beside {conv_n:,} NCHW convolution kernels ({conv_ns / 1e6:,.2f} ms)" in f["evidence"]
 
 
 @pytest.mark.shared
@@ -102,20 +114,57 @@ def test_channels_last_never_without_convolutions(store, rel):
     assert "channels_last" not in _ids(store, rel)
 
 
-def test_channels_last_not_when_convolutions_already_nhwc(tmp_path):
-    """Synthetic (no shared trace has NHWC convolutions): MIOpen-style *_nhwc_* convolution
-    kernels beside a layout conversion; and the same trace with NCHW convs fires."""
-    def trace(conv):
-        t = Trace()
-        t.step(1, 0, 10_000)
-        for i in range(10):
-            t.launch(conv, i * 1000, 10, i * 1000 + 20, 500)
-            t.launch("void cudnn::ops::nchwToNhwcKernel<float>", i * 1000 + 30, 10, i * 1000 + 600, 100)
-        return t
-    for conv, fires in (("naive_conv_fwd_nhwc_float_double_float", False), ("naive_conv_fwd_nchw_float", True)):
-        ingest([trace(conv).write(tmp_path / conv / "t.json.gz")], store=tmp_path / conv / "s", jobs=1)
-        fs = {f.id for f in findings(open_scope(tmp_path / conv / "s"))}
-        assert ("channels_last" in fs) is fires
+@pytest.mark.shared
+def test_channels_last_fires_beside_nhwc_convolutions_fed_by_conversions(store):
+    """nccl_data (ResNet-style DDP, A100): cuDNN runs NHWC xmma/cutlass convolutions for an NCHW
+    model and converts the tensors around them; the conversions are what channels_last removes.
+    Expected numbers from the store's gpu_ops parquet with DuckDB (a second method)."""
+    rel = "kineto/hta/nccl_parser_config/nccl_data.json.gz"
+    f = _ids(store, rel)["channels_last"]
+    conversion = "name ilike '%nchwtonhwc%' or name ilike '%nhwctonchw%'"
+    n, ns, conv_n = _gpu_kernels(store, rel, f"count(*) filter (where {conversion}), "
+                                 f"sum(end_ns - start_ns) filter (where {conversion}), count(*) filter (where category = 'conv')")
+    assert (n, round(ns / 1e6, 2), conv_n) == (633, 15.12, 366)       # 474 nchwToNhwc + 159 nhwcToNchw
+    assert f"{n:,} NCHW<->NHWC conversion kernels, {ns / 1e6:,.2f} ms" in f["evidence"]
+    assert "nchwToNhwcKernel" in f["evidence"] and "×474 (12.62 ms)" in f["evidence"]
+    assert f"they feed {conv_n:,} convolution kernels" in f["evidence"] and "NHWC kernels" in f["evidence"]
+    assert f["gpu_ms"] == pytest.approx(ns / 1e6, abs=1e-3)
+
+
+def _conv_trace(conv, conversions_us):
+    """Synthetic: 10 convolutions of 500 µs, each followed by a cuDNN layout conversion of
+    `conversions_us` µs (none when 0), in a 10 ms step."""
+    t = Trace()
+    t.step(1, 0, 10_000)
+    for i in range(10):
+        t.launch(conv, i * 1000, 10, i * 1000 + 20, 500)
+        if conversions_us:
+            t.launch("void cudnn::ops::nchwToNhwcKernel<float>", i * 1000 + 30, 10, i * 1000 + 600, conversions_us)
+    return t
+
+
+@pytest.mark.parametrize("conv, conversions_us, fires", [
+    # NHWC convolutions (MIOpen-style *_nhwc_*) with conversions of 20 % of the conv time: an NCHW
+    # model whose tensors are converted for NHWC kernels -> channels_last removes 1 ms
+    ("naive_conv_fwd_nhwc_float_double_float", 100, True),
+    ("naive_conv_fwd_nchw_float", 100, True),                  # NCHW convolutions and conversions
+    ("naive_conv_fwd_nhwc_float_double_float", 0, False),      # already channels_last, no conversions
+    # already channels_last, conversions of 4 % of the conv time (2 % of GPU time, above the floor):
+    # negligible beside NHWC convolutions
+    ("naive_conv_fwd_nhwc_float_double_float", 20, False),
+    ("naive_conv_fwd_nchw_float", 20, True),                   # the same beside NCHW convolutions fires
+])
+def test_channels_last_nhwc_convolutions_rule_out_only_without_conversions(tmp_path, conv, conversions_us, fires):
+    ingest([_conv_trace(conv, conversions_us).write(tmp_path / "t.json.gz")], store=tmp_path / "s", jobs=1)
+    fs = {f.id: f for f in findings(open_scope(tmp_path / "s"))}
+    assert ("channels_last" in fs) is fires
+    if fires:
+        f = fs["channels_last"]
+        assert f.gpu_ms == pytest.approx(10 * conversions_us / 1000)
+        assert f"10 NCHW<->NHWC conversion kernels, {10 * conversions_us / 1000:.2f} ms" in f.evidence
+        nhwc = "nhwc" in conv
+        assert ("they feed 10 convolution kernels (5.00 ms, 100 % of it in NHWC kernels)" in f.evidence) is nhwc
+        assert ("beside 10 NCHW convolution kernels (5.00 ms)" in f.evidence) is not nhwc
 
 
 def test_nothing_below_the_floor(tmp_path):
