@@ -238,6 +238,53 @@ def test_verdict_host_bound_when_the_host_is_late(store):
     assert "already launched" not in row["evidence"]
 
 
+def _cut(events: list[dict], keep: int, path):
+    """A Kineto JSON file of `events` cut in the middle of event `keep` (a killed writer):
+    `keep` complete events survive."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events})
+    ends = [m.end() for m in re.finditer(r"\}(?=, \{|\]\})", text)]
+    path.write_text(text[:ends[keep] - 5])
+    return path
+
+
+def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
+    """Synthetic: 20 CPU ops, then GPU kernels; the file is cut inside event 11, so only 10 CPU
+    ops survive. The CPU-only verdict says the file was truncated and the GPU events may be
+    missing; the same events uncut are not called truncated."""
+    t = Trace()
+    for i in range(20):
+        t.cpu_op("aten::linear", i * 100, 90)
+    for i in range(20):
+        t.launch("ampere_sgemm_128x64_nn", i * 100 + 90, 5, i * 100 + 100, 50)
+    ingest([_cut(t.events, 10, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
+    assert row["evidence"].startswith("no GPU ops in scope, but the trace file was truncated (file is truncated or "
+                                      "malformed after 10 complete events): its GPU events may be missing")
+    assert "CPU-only trace" not in row["evidence"]
+    ingest([t.write(tmp_path / "whole.json.gz")], store=tmp_path / "s", run="whole", jobs=1)
+    assert "truncated" not in diagnose(tmp_path / "s", run="whole").row(0, named=True)["evidence"]
+
+
+@pytest.mark.shared
+def test_verdict_names_the_truncation_of_a_real_trace(tmp_path):
+    """nccl_data cut before its first GPU event (Kineto writes CPU ops first): the ingest keeps
+    the complete CPU events and the verdict names the truncation instead of "CPU-only"."""
+    import gzip
+
+    src = SHARED_TRACES / "kineto/hta/nccl_parser_config/nccl_data.json.gz"
+    if not src.exists():
+        pytest.skip("nccl_data not available")
+    events = json.loads(gzip.decompress(src.read_bytes()))["traceEvents"]
+    first_gpu = next(i for i, e in enumerate(events) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    keep = first_gpu - 100
+    ingest([_cut(events, keep, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
+    assert f"the trace file was truncated (file is truncated or malformed after {keep} complete events)" in row["evidence"]
+    assert "its GPU events may be missing" in row["evidence"]
+    from traceq.analysis.diagnose import headline
+    assert "CPU-only trace" not in headline(row)
+
+
 # ---------------------------------------------------------------- zero_grad / fused optimizer / inference
 @pytest.mark.shared
 def test_zero_grad_fires_where_fills_come_from_zero_grad(store):

@@ -107,6 +107,16 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "metrics": METRICS_COLUMNS,
 }
 
+# A `runs.warnings` entry starting with this says the source file was cut short (a killed
+# writer): ingest kept the complete events before the cut, so later events (in Kineto
+# traces the GPU activities, written after the CPU ops) may be missing.
+TRUNCATED_WARNING = "file is truncated or malformed after"
+
+
+def truncated_warning(n_events: int) -> str:
+    return f"{TRUNCATED_WARNING} {n_events} complete events; ingested those (was the writer killed?)"
+
+
 # The `runs` manifest: one row per (run, rank).
 RUNS_COLUMNS = [
     ("run", STR),

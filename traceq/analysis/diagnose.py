@@ -13,13 +13,17 @@ compute/launch time in gaps whose next op was already queued (the GPU waited on 
 the trace does not show, not on the host), are `unattributed`: never host-bound.
 The bound is `gpu` when the GPU is busy for at least half of the span, else the largest
 idle share (`unattributed` when that is what traceq cannot explain). A rank without GPU
-ops is `data` when it waits for data more than 5 % of step time, else `host`.
+ops is `data` when it waits for data more than 5 % of step time, else `host`; when the
+ingest found the file truncated, the evidence says so (its GPU events may be missing).
 """
 from __future__ import annotations
+
+import json
 
 import polars as pl
 
 from ..advice import evidence_for, findings
+from ..schema import TRUNCATED_WARNING
 from .scope import Scope, open_scope
 from .stalls import DATA_WAIT_ADVICE_PCT, DEFAULT_MIN_GAP_US, stalls_scoped
 
@@ -61,16 +65,39 @@ def _queue_words(st, span_ns: float) -> str:
             "show, not on the host" + (f" (counted as unattributed, not host: {', '.join(moved)})" if moved else ""))
 
 
-def verdict(st) -> tuple[str, float, str]:
-    """(bound, share %, evidence) of one scope's stall result (see the module docstring)."""
+def truncation(scope: Scope) -> str | None:
+    """The ingest's truncation warning of the scope's ranks (runs.warnings, schema.TRUNCATED_WARNING),
+    e.g. "rank 0: file is truncated or malformed after 15,000 complete events", or None."""
+    rows = scope.df("SELECT m.rank, m.warnings FROM runs m JOIN scope_window w ON w.rank = m.rank "
+                    "WHERE m.run = $run ORDER BY m.rank")
+    cut = []
+    for r in rows.iter_rows(named=True):
+        for w in json.loads(r["warnings"] or "[]"):
+            if w.startswith(TRUNCATED_WARNING):
+                cut.append((r["rank"], w.split(";")[0]))
+    if not cut:
+        return None
+    return "; ".join(w if rows.height == 1 else f"rank {rank}: {w}" for rank, w in cut)
+
+
+def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
+    what = ("no GPU ops in scope (CPU-only trace)" if truncated is None else
+            f"no GPU ops in scope, but the trace file was truncated ({truncated}): its GPU events may be missing "
+            "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
+    pct = st.data_wait_pct()
+    if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+        return "data", pct, (f"{what}; DataLoader wait {pct:.1f} % of step time "
+                             f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
+    return "host", 100.0 - (pct or 0.0), (what + (": the host does all the work" if truncated is None else "")
+                                          + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+
+
+def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:
+    """(bound, share %, evidence) of one scope's stall result (see the module docstring);
+    `truncated`: the ingest's truncation warning (`truncation`), named in the evidence."""
     c = st.causes
     if c.height == 0:
-        pct = st.data_wait_pct()
-        if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
-            return "data", pct, (f"no GPU ops in scope (CPU-only trace); DataLoader wait {pct:.1f} % of step time "
-                                 f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
-        return "host", 100.0 - (pct or 0.0), ("no GPU ops in scope (CPU-only trace): the host does all the work"
-                                              + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+        return _cpu_only(st, truncated)
     shares = dict.fromkeys(BOUNDS, 0.0)
     idle = float(c["idle_pct"].fill_null(0).sum())
     shares["gpu"] = max(0.0, 100.0 - idle)
@@ -92,6 +119,8 @@ def verdict(st) -> tuple[str, float, str]:
     ev = (f"GPU busy {shares['gpu']:.1f} % of the GPU span; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: "
           f"{idle:.1f} %" + (f" ({causes})" if causes else "") + (_queue_words(st, span_ns) if span_ns else "")
           + _launch_words(st))
+    if truncated is not None:
+        ev += f"; the trace file was truncated ({truncated}): events after the cut are missing"
     return bound, shares[bound], ev
 
 
@@ -117,7 +146,7 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
         one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
                                                        scope.step_pattern, scope.skip_first)
         st = stalls_scoped(one, min_gap_us)
-        bound, share, ev = verdict(st)
+        bound, share, ev = verdict(st, truncation(one))
         fs = findings(one, st, evidence_for(one))
         rows.append({"run": scope.run, "rank": r, "bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
                      "findings": [f.as_dict() for f in fs]})

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import BadInput
+from ..schema import truncated_warning
 from .common import Parsed
 from .kineto_raw import RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, fmt_value
@@ -430,8 +431,7 @@ def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, be
     except msgspec.ValidationError:
         trace = _parse_loose(skeleton, source, warnings)
     except msgspec.DecodeError:
-        warnings.append(f"file is truncated or malformed after {n_items} complete events; "
-                        "ingested those (was the writer killed?)")
+        warnings.append(truncated_warning(n_items))
         return _recover_meta(before), warnings
     if trace.traceEvents is None:
         raise BadInput(_what_object(skeleton), source)
@@ -451,8 +451,7 @@ def _recover_end(mm: mmap.mmap, pos: int, begin: int, source: Path, prog: _Progr
         prog.take(None, raws, b"", pos)
     if prog.n_items == 0:
         raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", source)
-    warnings = [f"file is truncated or malformed after {prog.n_items} complete events; "
-                "ingested those (was the writer killed?)"]
+    warnings = [truncated_warning(prog.n_items)]
     return _recover_meta(mm[:begin]), prog.n_items, prog.not_objects, prog.first, warnings
 
 
@@ -546,8 +545,7 @@ def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw],
         if head not in (b"{", b"["):
             raise BadInput("not a Chrome trace (not JSON)", path) from None
         trace, events = _recover_truncated(raw, head, path)
-        warnings.append(f"file is truncated or malformed after {len(events)} complete events; "
-                        "ingested those (was the writer killed?)")
+        warnings.append(truncated_warning(len(events)))
         return trace, events, warnings
     if trace.traceEvents is None:
         raise BadInput(_what_object(text), path)
