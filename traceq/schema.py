@@ -39,7 +39,7 @@ GPU_OPS_COLUMNS = [
     ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
     # Collective identity, from the args PyTorch writes on NCCL kernels (Kineto; null elsewhere):
     ("collective", STR),     # "Collective name": allreduce, broadcast, send, ... (PyTorch >= 2.1)
-    ("pg_name", STR),        # "Process Group Name": the process group, the same on all its ranks ("0")
+    ("pg_name", STR),        # "Process Group Name" (older PyTorch: "Process Group ID", as text): the process group, the same on all its ranks ("0")
     ("pg_desc", STR),        # "Process Group Description": default_pg, ...
     ("group_size", I32),     # "Group size": ranks in the process group
     ("seq", I64),            # "Seq": the collective's sequence number in its process group (PyTorch >= 2.4)

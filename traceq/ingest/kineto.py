@@ -68,6 +68,9 @@ class _Args(msgspec.Struct, gc=False):
     # collective identity (PyTorch >= 2.1, NCCL kernels and record_param_comms)
     collective: Text = msgspec.field(default=None, name="Collective name")
     pg_name: Text = msgspec.field(default=None, name="Process Group Name")
+    # older PyTorch (2.0: record_param_comms of ns_resolution_trace) writes the group's id, whose
+    # text is the group's name (distributedInfo pg_config: uid 0 -> pg_name "0"): pg_name's fallback
+    pg_id: Text = msgspec.field(default=None, name="Process Group ID")
     pg_desc: Text = msgspec.field(default=None, name="Process Group Description")
     group_size: Num = msgspec.field(default=None, name="Group size")
     seq: Num = msgspec.field(default=None, name="Seq")
@@ -692,6 +695,13 @@ def _decode_any(chunk: list[msgspec.Raw]) -> list:
         return out
 
 
+def _pg_id_text(v):
+    """An old "Process Group ID" as the name PyTorch gives that group: 0 -> "0" (1.0 -> "1")."""
+    if type(v) is float and v.is_integer():
+        return str(int(v))
+    return v
+
+
 def _name_arg(v):
     return v if type(v) in (str, int, float) else None
 
@@ -716,6 +726,7 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
                 in_nelems=_num(a.get("In msg nelems")), out_nelems=_num(a.get("Out msg nelems")),
                 dtype=a.get("dtype") if type(a.get("dtype")) is str else None,
                 collective=_name_arg(a.get("Collective name")), pg_name=_name_arg(a.get("Process Group Name")),
+                pg_id=_name_arg(a.get("Process Group ID")),
                 pg_desc=_name_arg(a.get("Process Group Description")), group_size=_num(a.get("Group size")),
                 seq=_num(a.get("Seq")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
@@ -820,7 +831,7 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
             **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in args]))),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in args]),
             "collective": _str_col([a.collective for a in args]),
-            "pg_name": _str_col([a.pg_name for a in args]),
+            "pg_name": _str_col([a.pg_name if a.pg_name is not None else _pg_id_text(a.pg_id) for a in args]),
             "pg_desc": _str_col([a.pg_desc for a in args]),
             "group_size": _int_col([a.group_size for a in args]),
             "seq": _int_col([a.seq for a in args]),
