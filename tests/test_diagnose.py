@@ -83,15 +83,27 @@ def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
             assert re.search(r"\d", f["evidence"])          # the evidence cites numbers
     table = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
                                ["diagnose", "--store", str(store), "--run", _run_name(path)])
-    assert table.exit_code == 0 and "-bound (" in table.output
+    assert table.exit_code == 0 and ("-bound (" in table.output or "GPU idle, cause unattributed (" in table.output)
 
 
 # ---------------------------------------------------------------- channels_last
+def _gpu_kernels(store, rel, select):
+    """`select` (SQL aggregates) over the run's kernels read straight from the store's gpu_ops
+    parquet with DuckDB: expected numbers by a second method, outside traceq's queries."""
+    import duckdb
+
+    part = store / "gpu_ops" / f"run={_run(rel)}"
+    return duckdb.sql(f"select {select} from read_parquet('{part}/**/*.parquet') where kind = 'kernel'").fetchall()[0]
+
+
 @pytest.mark.shared
 def test_channels_last_fires_on_a_cnn_with_nchw_to_nhwc_conversions(store):
-    f = _ids(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38_1102.pt.trace.json.gz")["channels_last"]
+    f = _ids(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")["channels_last"]
     assert "35 NCHW<->NHWC conversion kernels" in f["evidence"] and "nchwToNhwcKernel" in f["evidence"]
-    assert "1,125 NCHW convolution kernels" in f["evidence"]
+    conv_n, conv_ns = _gpu_kernels(store, "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                   "count(*) filter (where category = 'conv'), sum(end_ns - start_ns) filter (where category = 'conv')")
+    assert conv_n == 1470          # winograd/scudnn/cask offset kernels: none NHWC
+    assert f"beside {conv_n:,} NCHW convolution kernels ({conv_ns / 1e6:,.2f} ms)" in f["evidence"]
 
 
 @pytest.mark.shared
@@ -102,20 +114,57 @@ def test_channels_last_never_without_convolutions(store, rel):
     assert "channels_last" not in _ids(store, rel)
 
 
-def test_channels_last_not_when_convolutions_already_nhwc(tmp_path):
-    """Synthetic (no shared trace has NHWC convolutions): MIOpen-style *_nhwc_* convolution
-    kernels beside a layout conversion; and the same trace with NCHW convs fires."""
-    def trace(conv):
-        t = Trace()
-        t.step(1, 0, 10_000)
-        for i in range(10):
-            t.launch(conv, i * 1000, 10, i * 1000 + 20, 500)
-            t.launch("void cudnn::ops::nchwToNhwcKernel<float>", i * 1000 + 30, 10, i * 1000 + 600, 100)
-        return t
-    for conv, fires in (("naive_conv_fwd_nhwc_float_double_float", False), ("naive_conv_fwd_nchw_float", True)):
-        ingest([trace(conv).write(tmp_path / conv / "t.json.gz")], store=tmp_path / conv / "s", jobs=1)
-        fs = {f.id for f in findings(open_scope(tmp_path / conv / "s"))}
-        assert ("channels_last" in fs) is fires
+@pytest.mark.shared
+def test_channels_last_fires_beside_nhwc_convolutions_fed_by_conversions(store):
+    """nccl_data (ResNet-style DDP, A100): cuDNN runs NHWC xmma/cutlass convolutions for an NCHW
+    model and converts the tensors around them; the conversions are what channels_last removes.
+    Expected numbers from the store's gpu_ops parquet with DuckDB (a second method)."""
+    rel = "kineto/hta/nccl_parser_config/nccl_data.json.gz"
+    f = _ids(store, rel)["channels_last"]
+    conversion = "name ilike '%nchwtonhwc%' or name ilike '%nhwctonchw%'"
+    n, ns, conv_n = _gpu_kernels(store, rel, f"count(*) filter (where {conversion}), "
+                                 f"sum(end_ns - start_ns) filter (where {conversion}), count(*) filter (where category = 'conv')")
+    assert (n, round(ns / 1e6, 2), conv_n) == (633, 15.12, 366)       # 474 nchwToNhwc + 159 nhwcToNchw
+    assert f"{n:,} NCHW<->NHWC conversion kernels, {ns / 1e6:,.2f} ms" in f["evidence"]
+    assert "nchwToNhwcKernel" in f["evidence"] and "×474 (12.62 ms)" in f["evidence"]
+    assert f"they feed {conv_n:,} convolution kernels" in f["evidence"] and "NHWC kernels" in f["evidence"]
+    assert f["gpu_ms"] == pytest.approx(ns / 1e6, abs=1e-3)
+
+
+def _conv_trace(conv, conversions_us):
+    """Synthetic: 10 convolutions of 500 µs, each followed by a cuDNN layout conversion of
+    `conversions_us` µs (none when 0), in a 10 ms step."""
+    t = Trace()
+    t.step(1, 0, 10_000)
+    for i in range(10):
+        t.launch(conv, i * 1000, 10, i * 1000 + 20, 500)
+        if conversions_us:
+            t.launch("void cudnn::ops::nchwToNhwcKernel<float>", i * 1000 + 30, 10, i * 1000 + 600, conversions_us)
+    return t
+
+
+@pytest.mark.parametrize("conv, conversions_us, fires", [
+    # NHWC convolutions (MIOpen-style *_nhwc_*) with conversions of 20 % of the conv time: an NCHW
+    # model whose tensors are converted for NHWC kernels -> channels_last removes 1 ms
+    ("naive_conv_fwd_nhwc_float_double_float", 100, True),
+    ("naive_conv_fwd_nchw_float", 100, True),                  # NCHW convolutions and conversions
+    ("naive_conv_fwd_nhwc_float_double_float", 0, False),      # already channels_last, no conversions
+    # already channels_last, conversions of 4 % of the conv time (2 % of GPU time, above the floor):
+    # negligible beside NHWC convolutions
+    ("naive_conv_fwd_nhwc_float_double_float", 20, False),
+    ("naive_conv_fwd_nchw_float", 20, True),                   # the same beside NCHW convolutions fires
+])
+def test_channels_last_nhwc_convolutions_rule_out_only_without_conversions(tmp_path, conv, conversions_us, fires):
+    ingest([_conv_trace(conv, conversions_us).write(tmp_path / "t.json.gz")], store=tmp_path / "s", jobs=1)
+    fs = {f.id: f for f in findings(open_scope(tmp_path / "s"))}
+    assert ("channels_last" in fs) is fires
+    if fires:
+        f = fs["channels_last"]
+        assert f.gpu_ms == pytest.approx(10 * conversions_us / 1000)
+        assert f"10 NCHW<->NHWC conversion kernels, {10 * conversions_us / 1000:.2f} ms" in f.evidence
+        nhwc = "nhwc" in conv
+        assert ("they feed 10 convolution kernels (5.00 ms, 100 % of it in NHWC kernels)" in f.evidence) is nhwc
+        assert ("beside 10 NCHW convolution kernels (5.00 ms)" in f.evidence) is not nhwc
 
 
 def test_nothing_below_the_floor(tmp_path):
@@ -128,6 +177,112 @@ def test_nothing_below_the_floor(tmp_path):
         d = tmp_path / str(conv_us)
         ingest([t.write(d / "t.json.gz")], store=d / "s", jobs=1)
         assert ("channels_last" in {f.id for f in findings(open_scope(d / "s"))}) is fires
+
+
+# ---------------------------------------------------------------- the verdict
+def _queued_gaps(store, rel, min_gap_ns=50_000):
+    """Second method, straight from the store's parquet with DuckDB: GPU idle gaps >= 50 µs
+    between the busy intervals (running max of op ends) of each device, and those whose ending
+    op's launch call had returned by the gap's start. (count, total ns, GPU span ns)."""
+    import duckdb
+
+    part = lambda t: f"read_parquet('{store}/{t}/run={_run(rel)}/**/*.parquet', hive_partitioning = false)"
+    return duckdb.sql(f"""
+        WITH ops AS (
+            SELECT device, pid, correlation, start_ns, end_ns,
+                   max(end_ns) OVER (PARTITION BY device ORDER BY start_ns, end_ns
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until
+            FROM {part('gpu_ops')} WHERE kind IN ('kernel', 'memcpy', 'memset')
+        ), gaps AS (
+            SELECT DISTINCT device, busy_until AS g0, start_ns AS g1 FROM ops WHERE start_ns - busy_until >= {min_gap_ns}
+        ), queued AS (
+            SELECT DISTINCT g.device, g.g0, g.g1 FROM gaps g
+            JOIN ops o ON o.device = g.device AND o.start_ns = g.g1
+            JOIN {part('host_ops')} h ON h.pid = o.pid AND h.correlation = o.correlation AND h.kind IN ('runtime', 'driver')
+            WHERE h.end_ns <= g.g0
+        )
+        SELECT (SELECT count(*) FROM queued), (SELECT sum(g1 - g0) FROM queued),
+               (SELECT sum(hi - lo) FROM (SELECT max(end_ns) AS hi, min(start_ns) AS lo FROM ops GROUP BY device))
+    """).fetchall()[0]
+
+
+@pytest.mark.shared
+def test_verdict_trace_filter_is_not_host_bound(store):
+    """trace_filter rank 0: 18.4 % of the span is host compute and 35.7 % has no recorded host
+    activity; in 318 gaps the next kernel was already queued (mean launch delay 16.6 ms: the host
+    runs far ahead). Neither the unattributed time nor host compute in queued gaps is host-bound."""
+    rel = "kineto/hta/trace_filter/sampled_rank-0.json.gz"
+    n, ns, span = _queued_gaps(store, rel)
+    assert (n, round(100 * ns / span, 1)) == (318, 25.2)
+    row = diagnose(store, run=_run(rel)).row(0, named=True)
+    assert row["bound"] == "unattributed"
+    assert f"in {n} of the gaps ({100 * ns / span:.1f} % of the span) the next GPU op was already launched" in row["evidence"]
+    assert "unattributed 35.7 %, host_compute 18.4 %" in row["evidence"]
+    assert "mean launch delay 16615.7 µs" in row["evidence"]
+    # host-bound only for host compute in gaps the host was late for: 7.3 % of the span
+    host = {f["id"]: f for f in row["findings"]}["host_bound"]
+    assert "GPU idle 89.09 ms (7.3 % of the GPU span" in host["evidence"] and "135.34 ms more" in host["evidence"]
+    assert row["bound_share_pct"] == pytest.approx(100 - 45.3 - 7.3 - 0.2 - 0.1, abs=0.15)   # all but busy, host, comm, launch
+    from traceq.analysis.diagnose import headline
+    assert headline(row).startswith("run kineto_hta_trace_filter_sampled_rank_0_json_gz rank 0: GPU idle, cause unattributed (47.0 %)")
+
+
+@pytest.mark.shared
+def test_verdict_host_bound_when_the_host_is_late(store):
+    """nccl_data: no gap began with its next kernel queued (mean launch delay 32.8 µs): the
+    57.9 % of host compute is host-bound; the 10.4 % unattributed no longer counts (was 68.3 %)."""
+    rel = "kineto/hta/nccl_parser_config/nccl_data.json.gz"
+    assert _queued_gaps(store, rel)[0] == 0
+    row = diagnose(store, run=_run(rel)).row(0, named=True)
+    assert (row["bound"], row["bound_share_pct"]) == ("host", pytest.approx(57.9, abs=0.05))
+    assert "already launched" not in row["evidence"]
+
+
+def _cut(events: list[dict], keep: int, path):
+    """A Kineto JSON file of `events` cut in the middle of event `keep` (a killed writer):
+    `keep` complete events survive."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events})
+    ends = [m.end() for m in re.finditer(r"\}(?=, \{|\]\})", text)]
+    path.write_text(text[:ends[keep] - 5])
+    return path
+
+
+def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
+    """Synthetic: 20 CPU ops, then GPU kernels; the file is cut inside event 11, so only 10 CPU
+    ops survive. The CPU-only verdict says the file was truncated and the GPU events may be
+    missing; the same events uncut are not called truncated."""
+    t = Trace()
+    for i in range(20):
+        t.cpu_op("aten::linear", i * 100, 90)
+    for i in range(20):
+        t.launch("ampere_sgemm_128x64_nn", i * 100 + 90, 5, i * 100 + 100, 50)
+    ingest([_cut(t.events, 10, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
+    assert row["evidence"].startswith("no GPU ops in scope, but the trace file was truncated (file is truncated or "
+                                      "malformed after 10 complete events): its GPU events may be missing")
+    assert "CPU-only trace" not in row["evidence"]
+    ingest([t.write(tmp_path / "whole.json.gz")], store=tmp_path / "s", run="whole", jobs=1)
+    assert "truncated" not in diagnose(tmp_path / "s", run="whole").row(0, named=True)["evidence"]
+
+
+@pytest.mark.shared
+def test_verdict_names_the_truncation_of_a_real_trace(tmp_path):
+    """nccl_data cut before its first GPU event (Kineto writes CPU ops first): the ingest keeps
+    the complete CPU events and the verdict names the truncation instead of "CPU-only"."""
+    import gzip
+
+    src = SHARED_TRACES / "kineto/hta/nccl_parser_config/nccl_data.json.gz"
+    if not src.exists():
+        pytest.skip("nccl_data not available")
+    events = json.loads(gzip.decompress(src.read_bytes()))["traceEvents"]
+    first_gpu = next(i for i, e in enumerate(events) if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    keep = first_gpu - 100
+    ingest([_cut(events, keep, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
+    assert f"the trace file was truncated (file is truncated or malformed after {keep} complete events)" in row["evidence"]
+    assert "its GPU events may be missing" in row["evidence"]
+    from traceq.analysis.diagnose import headline
+    assert "CPU-only trace" not in headline(row)
 
 
 # ---------------------------------------------------------------- zero_grad / fused optimizer / inference

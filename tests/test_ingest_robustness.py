@@ -210,3 +210,48 @@ def test_killed_ingest_leaves_the_store_readable_and_as_it_was(tmp_path):
     assert r.returncode == 0, r.stderr
     r = traceq("sql", "SELECT count(*) AS n FROM gpu_ops WHERE run = 'big'", "--store", store, "-f", "json")
     assert json.loads(r.stdout)[0]["n"] == 2 * 9450
+
+
+@pytest.mark.parametrize("case", ["empty event list", "events without usable times", "truncated gz", "empty file"])
+def test_a_failed_ingest_into_a_fresh_path_leaves_nothing_behind(case, tmp_path):
+    """A first ingest that fails (here after the store folder was created: the readers stage,
+    or refuse before any work) leaves neither the store folder nor the parents it created;
+    a folder that was already there stays (empty)."""
+    from traceq.errors import TraceqError
+    from traceq.ingest import ingest
+
+    path, problem = bad_inputs(tmp_path)[case]
+    (tmp_path / "there").mkdir()
+    store = tmp_path / "there" / "new" / "deeper" / "store"
+    with pytest.raises(TraceqError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        ingest([path], store=store, jobs=1)
+    assert not (tmp_path / "there" / "new").exists() and list((tmp_path / "there").iterdir()) == []
+
+
+def test_a_failed_cli_ingest_into_a_fresh_path_leaves_nothing_and_keeps_an_existing_folder(tmp_path):
+    path, _ = bad_inputs(tmp_path)["empty event list"]
+    r = traceq("ingest", path, "--store", tmp_path / "fresh" / "store")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "fresh").exists()
+    (tmp_path / "mine").mkdir()                       # a folder the user made: it stays
+    r = traceq("ingest", path, "--store", tmp_path / "mine")
+    assert r.returncode == 2 and (tmp_path / "mine").is_dir()
+
+
+def test_a_failed_first_ingest_leaves_another_ingests_staging_alone(tmp_path):
+    """Another ingest staging into the same fresh store (its folder in .staging): the failed
+    one removes nothing."""
+    from traceq.errors import TraceqError
+    from traceq.ingest import ingest
+    from traceq.store import Store
+
+    path, _ = bad_inputs(tmp_path)["empty event list"]
+    store = tmp_path / "s"
+    st = Store(store)
+    root = st.missing_root()
+    assert root == store
+    (store / ".staging" / "other").mkdir(parents=True)
+    with pytest.raises(TraceqError):
+        ingest([path], store=store, jobs=1)
+    st.remove_if_unused(root)
+    assert (store / ".staging" / "other").is_dir()

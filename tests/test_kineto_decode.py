@@ -172,6 +172,46 @@ def test_values_converted_as_the_raw_relation_says(tmp_path):
     assert_equal(decoded, text, tmp_path)
 
 
+def test_older_process_group_id_is_the_group_name(tmp_path):
+    """Older PyTorch writes "Process Group ID" (a number) where newer writes "Process Group Name"
+    (its text): pg_name falls back on it, as text; the name wins when both are there. Fast and
+    robust decoders agree."""
+    def nccl(ts, **args):
+        return {**KERNEL, "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": ts,
+                "args": {"correlation": ts, "device": 0, "stream": 7, "Collective name": "allreduce", **args}}
+    events = [nccl(100, **{"Process Group ID": 0}), nccl(200, **{"Process Group ID": 3.0}),
+              nccl(300, **{"Process Group ID": 1, "Process Group Name": "tp"}), nccl(400)]
+    text = _doc(events, schemaVersion=1)
+    decoded = fast(text, tmp_path)
+    assert decoded is not None
+    assert rows(decoded)["pg_name"].to_pylist() == ["0", "3", "tp", None]
+    assert_equal(decoded, text, tmp_path)
+
+
+@pytest.mark.shared
+def test_process_group_id_of_a_real_older_trace(tmp_path):
+    """ns_resolution_trace (PyTorch 2.0 era, NCCL 2.17.1): its record_param_comms ops carry
+    "Process Group ID" 0, and its distributedInfo names that group (uid 0) "0". The trace has no
+    NCCL kernels (world size 1), so its own args are put on one here: the group reads as "0"."""
+    from conftest import shared_trace
+
+    doc = json.loads(gzip.decompress(shared_trace("kineto/hta/ns_resolution_trace/"
+                                                  "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz").read_bytes()))
+    comms = [e["args"] for e in doc["traceEvents"] if e.get("name") == "record_param_comms"]
+    assert len(comms) == 45 and {a["Process Group ID"] for a in comms} == {0}
+    names = {str(g["uid"]): g["pg_name"] for g in doc["distributedInfo"]["pg_config"]}
+    keep = ("Collective name", "Process Group ID", "Group size", "In msg nelems", "Out msg nelems", "dtype")
+    events = [{**KERNEL, "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 100 * (i + 1),
+               "args": {"correlation": i + 1, "device": 0, "stream": 7, **{k: a[k] for k in keep if k in a}}}
+              for i, a in enumerate(comms[:5])]
+    text = _doc(events, schemaVersion=1)
+    decoded = fast(text, tmp_path)
+    assert decoded is not None
+    got = rows(decoded)["pg_name"].to_pylist()
+    assert got == [names[str(a["Process Group ID"])] for a in comms[:5]] == ["0"] * 5
+    assert_equal(decoded, text, tmp_path)
+
+
 def test_lower_case_external_id_trace(tmp_path):
     ev = {**KERNEL, "args": {"external id": 77, "correlation": 1}}
     text = _doc([ev, {**ev, "ts": 200}])

@@ -142,6 +142,49 @@ def test_host_compute_cpu_bound(tmp_path):
     assert d["bound_share_pct"] > 50
 
 
+def _host_computes_in_gaps(launch_offset_us: int) -> Trace:
+    """10 kernels of 50 µs at base+400 (base = 1000 + 500·i), each launched by a 3 µs call at
+    base+launch_offset_us; the host computes (aten::linear) over [base−40, base+390]. Gaps:
+    9 × [base−50, base+400] = 450 µs (4,050 µs of a 4,550 µs GPU span), 430 µs of each in
+    host compute, 20 µs with nothing recorded (-100: the launch call lies before the gap)."""
+    t = Trace()
+    for i in range(10):
+        base = 1000 + 500 * i
+        t.cpu_op("aten::linear", base - 40, 430)
+        t.launch("ampere_sgemm_128x64_nn", base + launch_offset_us, 3, base + 400, 50)
+    return t
+
+
+def test_host_compute_with_the_next_kernel_already_queued_is_not_host_bound(tmp_path):
+    """Every kernel is launched 100 µs before the gap in front of it begins (a deep queue: the
+    host ran ahead), so the GPU waited on something else while the host computed: HTA counts
+    such idle time as "other", not host_wait. The attribution of the gap time is unchanged;
+    the verdict is "unattributed" (4,050 of 4,550 µs = 89.01 %), never host-bound, and no
+    host_bound finding."""
+    t = _host_computes_in_gaps(-100)
+    store = _store(t, tmp_path)
+    got = measured(store)
+    assert got == reference_split(t) and got["host_compute"] == 9 * 430_000 and got["unattributed"] == 9 * 20_000
+    st = stalls(store)
+    assert st.queued_gaps() == 9 and st.queued_ns("gap_ns") == 9 * 450_000
+    d = diagnose(store).row(0, named=True)
+    assert d["bound"] == "unattributed"
+    assert d["bound_share_pct"] == pytest.approx(100 * 4050 / 4550, abs=0.01)
+    assert "host_bound" not in [f["id"] for f in d["findings"]]
+    assert "in 9 of the gaps (89.0 % of the span) the next GPU op was already launched" in d["evidence"]
+    assert "host_compute 85.1 %" in d["evidence"]          # the attribution, then why it is not host-bound
+
+
+def test_host_compute_while_the_next_kernel_is_not_launched_is_host_bound(tmp_path):
+    """The same trace with each launch after the host compute (base+395, inside the gap): the host
+    was late, so the 9 × 430 µs of host compute (85.05 % of the span) make it host-bound."""
+    d = _check(_host_computes_in_gaps(395), tmp_path, "host_compute", "host", "host_bound")
+    assert d["bound_share_pct"] == pytest.approx(100 * 9 * 430 / 4550, abs=0.01)
+    f = next(f for f in d["findings"] if f["id"] == "host_bound")
+    assert f["gpu_ms"] == pytest.approx(9 * 0.430) and "already launched" not in f["evidence"]
+    assert "next GPU op was already launched" not in d["evidence"]
+
+
 def test_launch_overhead_many_tiny_kernels(tmp_path):
     """Launch-bound: 30 µs launch calls back to back, 3 µs kernels."""
     t = Trace()

@@ -39,7 +39,7 @@ GPU_OPS_COLUMNS = [
     ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
     # Collective identity, from the args PyTorch writes on NCCL kernels (Kineto; null elsewhere):
     ("collective", STR),     # "Collective name": allreduce, broadcast, send, ... (PyTorch >= 2.1)
-    ("pg_name", STR),        # "Process Group Name": the process group, the same on all its ranks ("0")
+    ("pg_name", STR),        # "Process Group Name" (older PyTorch: "Process Group ID", as text): the process group, the same on all its ranks ("0")
     ("pg_desc", STR),        # "Process Group Description": default_pg, ...
     ("group_size", I32),     # "Group size": ranks in the process group
     ("seq", I64),            # "Seq": the collective's sequence number in its process group (PyTorch >= 2.4)
@@ -106,6 +106,16 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "timer_stats": TIMER_STATS_COLUMNS,
     "metrics": METRICS_COLUMNS,
 }
+
+# A `runs.warnings` entry starting with this says the source file was cut short (a killed
+# writer): ingest kept the complete events before the cut, so later events (in Kineto
+# traces the GPU activities, written after the CPU ops) may be missing.
+TRUNCATED_WARNING = "file is truncated or malformed after"
+
+
+def truncated_warning(n_events: int) -> str:
+    return f"{TRUNCATED_WARNING} {n_events} complete events; ingested those (was the writer killed?)"
+
 
 # The `runs` manifest: one row per (run, rank).
 RUNS_COLUMNS = [

@@ -168,6 +168,42 @@ class Store:
         except OSError as exc:
             raise TraceqError(f"cannot create store ({exc.strerror})", self.path) from None
 
+    def missing_root(self) -> Path | None:
+        """The topmost folder of the store's path that does not exist yet (the path itself
+        when only it is missing), None when the store folder exists: what a failed first
+        ingest must take away again (`remove_if_unused`)."""
+        if self.path.exists():
+            return None
+        root = self.path
+        while not root.parent.exists() and root.parent != root:
+            root = root.parent
+        return root
+
+    def remove_if_unused(self, root: Path | None) -> None:
+        """After a failed ingest into a fresh path (`root` = `missing_root()` before it): remove
+        the store folder and the parents the ingest created, when nothing was committed (no
+        manifest) and no other ingest is staging there. Only empty folders are removed (rmdir):
+        anything another process put there stays."""
+        if root is None or self.exists():
+            return
+        try:
+            os.rmdir(self.path / ".staging")      # fails while another ingest stages here
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return
+        with contextlib.suppress(OSError):
+            (self.path / ".lock").unlink(missing_ok=True)
+        p = self.path
+        while True:
+            try:
+                os.rmdir(p)
+            except OSError:
+                return
+            if p == root or p.parent == p:
+                return
+            p = p.parent
+
     def stage(self, data: RankData, fill=None) -> Staged:
         """Write the rank's tables (with run/rank columns) to a fresh staging folder: the
         tables of `data`, or what `fill(open_table)` writes piece by piece (a streaming

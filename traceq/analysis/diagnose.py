@@ -1,28 +1,40 @@
 """`traceq diagnose`: one verdict per run and rank — what bounds the run — then the
 evidence-gated findings (traceq/advice) ranked by estimated time to win per step.
 
-The bound is the largest share of the GPU span (Σ per device of first op start → last op
-end) among: `gpu` (busy: not in an idle gap >= --min-gap-us), and the stall causes of the
-idle gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`,
-`sync` (synchronization + blocking_copy), `memory_management`, `launch`
-(launch_overhead) and `host` (host_compute + unattributed: the host was not in any CUDA
-call, so it was computing or idle). A rank without GPU ops is `data` when it waits for
-data more than 5 % of step time, else `host`.
+The verdict compares shares of the GPU span (Σ per device of first op start → last op
+end): `gpu` (busy: not in an idle gap >= --min-gap-us) and the stall causes of the idle
+gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
+(synchronization + blocking_copy), `memory_management`, `launch` (launch_overhead), `host`
+(host_compute) and `unattributed`. Only what the host was seen doing while the GPU waited
+for it counts against the host: `host` and `launch` take their gap time only from gaps the
+host was late for (the op ending the gap was not yet launched when the gap began: HTA's
+host_wait, REFERENCE A1.4). Idle time with no recorded host activity, and host
+compute/launch time in gaps whose next op was already queued (the GPU waited on something
+the trace does not show, not on the host), are `unattributed`: never host-bound.
+The bound is `gpu` when the GPU is busy for at least half of the span, else the largest
+idle share (`unattributed` when that is what traceq cannot explain). A rank without GPU
+ops is `data` when it waits for data more than 5 % of step time, else `host`; when the
+ingest found the file truncated, the evidence says so (its GPU events may be missing).
 """
 from __future__ import annotations
+
+import json
 
 import polars as pl
 
 from ..advice import evidence_for, findings
+from ..schema import TRUNCATED_WARNING
 from .scope import Scope, open_scope
 from .stalls import DATA_WAIT_ADVICE_PCT, DEFAULT_MIN_GAP_US, stalls_scoped
 
 BOUND_OF_CAUSE = {
     "data_loading": "data", "communication": "communication", "synchronization": "sync", "blocking_copy": "sync",
     "memory_management": "memory_management", "launch_overhead": "launch", "host_compute": "host",
-    "unattributed": "host",
+    "unattributed": "unattributed",
 }
-BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communication")
+# causes that blame the host for being late: they count only in gaps whose next op was not yet queued
+HOST_LATE = {"launch_overhead": "launch_ns", "host_compute": "host_ns"}
+BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communication", "unattributed")
 
 FINDING = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
                      "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
@@ -43,27 +55,81 @@ def _launch_words(st) -> str:
             f"{short:.0f} % of {k:,} kernels < 10 µs, {int(la['graph_launches'].sum()):,} graph launches")
 
 
-def verdict(st) -> tuple[str, float, str]:
-    """(bound, share %, evidence) of one scope's stall result."""
+def _queue_words(st, span_ns: float) -> str:
+    if not st.queued_gaps():
+        return ""
+    moved = [f"{cause} {100 * st.queued_ns(col) / span_ns:.1f} %" for cause, col in HOST_LATE.items()
+             if st.queued_ns(col)]
+    return (f"; in {st.queued_gaps():,} of the gaps ({100 * st.queued_ns('gap_ns') / span_ns:.1f} % of the span) the "
+            "next GPU op was already launched when the gap began: the GPU waited on something the trace does not "
+            "show, not on the host" + (f" (counted as unattributed, not host: {', '.join(moved)})" if moved else ""))
+
+
+def truncation(scope: Scope) -> str | None:
+    """The ingest's truncation warning of the scope's ranks (runs.warnings, schema.TRUNCATED_WARNING),
+    e.g. "rank 0: file is truncated or malformed after 15,000 complete events", or None."""
+    rows = scope.df("SELECT m.rank, m.warnings FROM runs m JOIN scope_window w ON w.rank = m.rank "
+                    "WHERE m.run = $run ORDER BY m.rank")
+    cut = []
+    for r in rows.iter_rows(named=True):
+        for w in json.loads(r["warnings"] or "[]"):
+            if w.startswith(TRUNCATED_WARNING):
+                cut.append((r["rank"], w.split(";")[0]))
+    if not cut:
+        return None
+    return "; ".join(w if rows.height == 1 else f"rank {rank}: {w}" for rank, w in cut)
+
+
+def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
+    what = ("no GPU ops in scope (CPU-only trace)" if truncated is None else
+            f"no GPU ops in scope, but the trace file was truncated ({truncated}): its GPU events may be missing "
+            "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
+    pct = st.data_wait_pct()
+    if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+        return "data", pct, (f"{what}; DataLoader wait {pct:.1f} % of step time "
+                             f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
+    return "host", 100.0 - (pct or 0.0), (what + (": the host does all the work" if truncated is None else "")
+                                          + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+
+
+def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:
+    """(bound, share %, evidence) of one scope's stall result (see the module docstring);
+    `truncated`: the ingest's truncation warning (`truncation`), named in the evidence."""
     c = st.causes
     if c.height == 0:
-        pct = st.data_wait_pct()
-        if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
-            return "data", pct, (f"no GPU ops in scope (CPU-only trace); DataLoader wait {pct:.1f} % of step time "
-                                 f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
-        return "host", 100.0 - (pct or 0.0), ("no GPU ops in scope (CPU-only trace): the host does all the work"
-                                              + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+        return _cpu_only(st, truncated)
     shares = dict.fromkeys(BOUNDS, 0.0)
     idle = float(c["idle_pct"].fill_null(0).sum())
     shares["gpu"] = max(0.0, 100.0 - idle)
+    idle_ns = float(c["idle_ns"].fill_null(0).sum())
+    span_ns = idle_ns * 100.0 / idle if idle else 0.0
     for r in c.iter_rows(named=True):
-        shares[BOUND_OF_CAUSE[r["cause"]]] += r["idle_pct"] or 0.0
-    bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
+        pct = r["idle_pct"] or 0.0
+        if r["cause"] in HOST_LATE and span_ns:
+            moved = 100.0 * st.queued_ns(HOST_LATE[r["cause"]]) / span_ns
+            shares["unattributed"] += moved
+            pct -= moved
+        shares[BOUND_OF_CAUSE[r["cause"]]] += pct
+    if shares["gpu"] >= idle:
+        bound = "gpu"
+    else:
+        bound = max(BOUNDS[1:], key=lambda b: (shares[b], -BOUNDS.index(b)))
     causes = ", ".join(f"{r['cause']} {r['idle_pct']:.1f} %" for r in c.sort("idle_ns", descending=True).iter_rows(named=True)
                        if r["idle_ns"])
     ev = (f"GPU busy {shares['gpu']:.1f} % of the GPU span; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: "
-          f"{idle:.1f} %" + (f" ({causes})" if causes else "") + _launch_words(st))
+          f"{idle:.1f} %" + (f" ({causes})" if causes else "") + (_queue_words(st, span_ns) if span_ns else "")
+          + _launch_words(st))
+    if truncated is not None:
+        ev += f"; the trace file was truncated ({truncated}): events after the cut are missing"
     return bound, shares[bound], ev
+
+
+def bound_words(bound: str, share: float) -> str:
+    """The verdict in words: "host-bound (68.3 %)", or for idle time traceq cannot explain
+    "GPU idle, cause unattributed (47.0 %)"."""
+    if bound == "unattributed":
+        return f"GPU idle, cause unattributed ({share:.1f} %)"
+    return f"{bound}-bound ({share:.1f} %)"
 
 
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
@@ -80,7 +146,7 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
         one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
                                                        scope.step_pattern, scope.skip_first)
         st = stalls_scoped(one, min_gap_us)
-        bound, share, ev = verdict(st)
+        bound, share, ev = verdict(st, truncation(one))
         fs = findings(one, st, evidence_for(one))
         rows.append({"run": scope.run, "rank": r, "bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
                      "findings": [f.as_dict() for f in fs]})
@@ -96,5 +162,4 @@ def diagnose(store=None, run: str | None = None, rank: int | None = None, steps:
 
 
 def headline(row: dict) -> str:
-    return (f"run {row['run']} rank {row['rank']}: {row['bound']}-bound ({row['bound_share_pct']:.1f} %) — "
-            f"{row['evidence']}")
+    return f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])} — {row['evidence']}"

@@ -42,6 +42,19 @@ class Stalls:
             return None
         return 100.0 * self.steps["data_wait_ns"].sum() / total
 
+    def queued_ns(self, column: str) -> int:
+        """Gap time of `column` (stalls_gaps.sql: host_ns, launch_ns, gap_ns, ...) in gaps whose
+        next GPU op was already launched when the gap began (`queued`): there the GPU waited on
+        something other than the host."""
+        g = self.gaps
+        if g.height == 0 or "queued" not in g.columns:
+            return 0
+        return int(g.filter(pl.col("queued").fill_null(False))[column].sum())
+
+    def queued_gaps(self) -> int:
+        g = self.gaps
+        return int(g["queued"].fill_null(False).sum()) if g.height and "queued" in g.columns else 0
+
     def data_bound(self) -> bool:
         pct = self.data_wait_pct()
         return pct is not None and pct > DATA_WAIT_ADVICE_PCT

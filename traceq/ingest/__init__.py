@@ -243,6 +243,7 @@ def ingest(
             sniff(path)   # fail fast, before any work, on files that are not traces
         todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha))
     staged: list[Staged] = []
+    fresh = st.missing_root()   # a failed first ingest leaves no folder behind
     try:
         try:
             staged = run_map(partial(_parse_and_stage, os.path.abspath(st.path)), todo, executor or ExecutorSpec(jobs=jobs),
@@ -256,6 +257,7 @@ def ingest(
         statuses = st.commit(staged, force=force, align=align_rows)   # + the runs' common clock
     except BaseException:
         st.discard(staged)
+        st.remove_if_unused(fresh)
         raise
     for s, status in zip(staged, statuses):
         d = s.data

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import BadInput
+from ..schema import truncated_warning
 from .common import Parsed
 from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
 
@@ -66,6 +67,9 @@ class _Args(msgspec.Struct, gc=False):
     # collective identity (PyTorch >= 2.1, NCCL kernels and record_param_comms)
     collective: Text = msgspec.field(default=None, name="Collective name")
     pg_name: Text = msgspec.field(default=None, name="Process Group Name")
+    # older PyTorch (2.0: record_param_comms of ns_resolution_trace) writes the group's id, whose
+    # text is the group's name (distributedInfo pg_config: uid 0 -> pg_name "0"): pg_name's fallback
+    pg_id: Text = msgspec.field(default=None, name="Process Group ID")
     pg_desc: Text = msgspec.field(default=None, name="Process Group Description")
     group_size: Num = msgspec.field(default=None, name="Group size")
     seq: Num = msgspec.field(default=None, name="Seq")
@@ -429,8 +433,7 @@ def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, be
     except msgspec.ValidationError:
         trace = _parse_loose(skeleton, source, warnings)
     except msgspec.DecodeError:
-        warnings.append(f"file is truncated or malformed after {n_items} complete events; "
-                        "ingested those (was the writer killed?)")
+        warnings.append(truncated_warning(n_items))
         return _recover_meta(before), warnings
     if trace.traceEvents is None:
         raise BadInput(_what_object(skeleton), source)
@@ -450,8 +453,7 @@ def _recover_end(mm: mmap.mmap, pos: int, begin: int, source: Path, prog: _Progr
         prog.take(None, raws, b"", pos)
     if prog.n_items == 0:
         raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", source)
-    warnings = [f"file is truncated or malformed after {prog.n_items} complete events; "
-                "ingested those (was the writer killed?)"]
+    warnings = [truncated_warning(prog.n_items)]
     return _recover_meta(mm[:begin]), prog.n_items, prog.not_objects, prog.first, warnings
 
 
@@ -545,8 +547,7 @@ def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[_Trace, list[msgspec.Raw],
         if head not in (b"{", b"["):
             raise BadInput("not a Chrome trace (not JSON)", path) from None
         trace, events = _recover_truncated(raw, head, path)
-        warnings.append(f"file is truncated or malformed after {len(events)} complete events; "
-                        "ingested those (was the writer killed?)")
+        warnings.append(truncated_warning(len(events)))
         return trace, events, warnings
     if trace.traceEvents is None:
         raise BadInput(_what_object(text), path)
@@ -693,6 +694,13 @@ def _decode_any(chunk: list[msgspec.Raw]) -> list:
         return out
 
 
+def _pg_id_text(v):
+    """An old "Process Group ID" as the name PyTorch gives that group: 0 -> "0" (1.0 -> "1")."""
+    if type(v) is float and v.is_integer():
+        return str(int(v))
+    return v
+
+
 def _name_arg(v):
     return v if type(v) in (str, int, float) else None
 
@@ -717,6 +725,7 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[_Event]:
                 in_nelems=_num(a.get("In msg nelems")), out_nelems=_num(a.get("Out msg nelems")),
                 dtype=a.get("dtype") if type(a.get("dtype")) is str else None,
                 collective=_name_arg(a.get("Collective name")), pg_name=_name_arg(a.get("Process Group Name")),
+                pg_id=_name_arg(a.get("Process Group ID")),
                 pg_desc=_name_arg(a.get("Process Group Description")), group_size=_num(a.get("Group size")),
                 seq=_num(a.get("Seq")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
@@ -825,7 +834,7 @@ def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
             **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in dev]))),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in dev]),
             "collective": _str_col([a.collective for a in dev]),
-            "pg_name": _str_col([a.pg_name for a in dev]),
+            "pg_name": _str_col([a.pg_name if a.pg_name is not None else _pg_id_text(a.pg_id) for a in dev]),
             "pg_desc": _str_col([a.pg_desc for a in dev]),
             "group_size": _int_col([a.group_size for a in dev]),
             "seq": _int_col([a.seq for a in dev]),

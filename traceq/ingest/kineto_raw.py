@@ -21,7 +21,8 @@ null when not a number; beyond float range -> ±inf); `external_id` = `External 
 else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*`/`block_*`
 = the first three integers of args.grid/args.block; `arg_kind` = args.kind when a string;
 `collective`/`pg_name`/`pg_desc` = args "Collective name"/"Process Group Name"/"Process Group
-Description" when strings (numbers as their text); `group_size` = args "Group size";
+Description" when strings (numbers as their text; `pg_name` falls back on the older "Process
+Group ID", as text); `group_size` = args "Group size";
 `seq` = args "Seq" (the collective's sequence number in its process group).
 The arg columns from `stream` on are read only for events of `ARG_CATS` (GPU activity and
 GPU-side annotations: the only rows translation takes them from) and are null elsewhere;

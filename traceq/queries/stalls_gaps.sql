@@ -41,6 +41,14 @@
 --   data_ns, comm_ns, sync_ns, copy_ns, memory_ns, launch_ns, host_ns, unattributed_ns
 --                    the gap's time by cause (levels 1-8 above), ns
 --   cause            the cause with the most time (ties go to the earlier in precedence)
+--   queued           the GPU op that ends the gap was already in the GPU's queue when the gap
+--                    began (its runtime/driver launch call had returned at or before start_ns):
+--                    the host had issued the next work and the GPU waited on something else
+--                    (an event, a peer, work the trace does not show). As in HTA's idle-time
+--                    rule (REFERENCE A1.4), a gap is the host's (host_wait) only when the next
+--                    op was not issued yet; a launch call still running when the gap begins
+--                    is the host still launching (HTA: kernel_wait). False when no launch
+--                    call of that op is recorded
 WITH gaps AS (
     SELECT key, start_ns, end_ns FROM iv_gaps(st_busy) WHERE end_ns - start_ns >= $min_gap_ns
 ), devs AS (
@@ -137,15 +145,26 @@ WITH gaps AS (
     FROM segs s
     ASOF JOIN gaps g ON g.key = s.key AND s.start_ns >= g.start_ns
     GROUP BY g.key, g.start_ns
+), queued AS (
+    -- gaps whose ending op (an op of the device starting at the gap's end) was enqueued
+    -- (launch call returned) no later than the gap's start
+    SELECT DISTINCT g.key, g.start_ns
+    FROM gaps g
+    JOIN gpu_ops o ON o.run = $run AND o.rank = g.key.rank AND o.device = g.key.device AND o.start_ns = g.end_ns
+                  AND o.kind IN ('kernel', 'memcpy', 'memset') AND o.correlation IS NOT NULL
+    JOIN host_ops h ON h.run = $run AND h.rank = o.rank AND h.pid = o.pid AND h.correlation = o.correlation
+                   AND h.kind IN ('runtime', 'driver')
+    WHERE h.end_ns <= g.start_ns
 ), attributed AS (
     SELECT g.key.rank AS rank, g.key.device AS device, g.start_ns, g.end_ns,
            g.end_ns - g.start_ns AS gap_ns,
            coalesce(a.l1, 0)::BIGINT AS data_ns, coalesce(a.l2, 0)::BIGINT AS comm_ns,
            coalesce(a.l3, 0)::BIGINT AS sync_ns, coalesce(a.l4, 0)::BIGINT AS copy_ns,
            coalesce(a.l5, 0)::BIGINT AS memory_ns, coalesce(a.l6, 0)::BIGINT AS launch_ns,
-           coalesce(a.l7, 0)::BIGINT AS host_ns
+           coalesce(a.l7, 0)::BIGINT AS host_ns, q.key IS NOT NULL AS queued
     FROM gaps g
     LEFT JOIN per_gap a ON a.key = g.key AND a.start_ns = g.start_ns
+    LEFT JOIN queued q ON q.key = g.key AND q.start_ns = g.start_ns
 )
 SELECT rank, device, start_ns, end_ns, gap_ns, data_ns, comm_ns, sync_ns, copy_ns, memory_ns,
        launch_ns, host_ns,
@@ -159,6 +178,7 @@ SELECT rank, device, start_ns, end_ns, gap_ns, data_ns, comm_ns, sync_ns, copy_n
            WHEN memory_ns THEN 'memory_management'
            WHEN launch_ns THEN 'launch_overhead'
            WHEN host_ns THEN 'host_compute'
-           ELSE 'unattributed' END AS cause
+           ELSE 'unattributed' END AS cause,
+       queued
 FROM attributed
 ORDER BY rank, device, start_ns

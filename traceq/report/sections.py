@@ -107,7 +107,7 @@ def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
     """The "Fix first" section: the run's verdict (all ranks pooled) and its evidence-gated
     findings ranked by estimated gain per step (traceq diagnose)."""
     from ..advice import evidence_for, findings
-    from ..analysis.diagnose import verdict
+    from ..analysis.diagnose import bound_words, truncation, verdict
 
     sec = Section("fix", "Fix first",
                   intro="What bounds this run (largest share of the GPU span: GPU busy, or the stall cause of the "
@@ -115,8 +115,8 @@ def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
                         "first (traceq diagnose, per rank).")
     with _Guard(sec, warnings, f"run {scope.run}: diagnose"):
         st = res["stalls"]
-        bound, share, evidence = verdict(st)
-        sec.headline = f"{bound}-bound ({share:.1f} %) — {evidence}"
+        bound, share, evidence = verdict(st, truncation(scope))
+        sec.headline = f"{bound_words(bound, share)} — {evidence}"
         fs = findings(scope, st, evidence_for(scope))
         sec.advice = [f"{f.id} — up to {f.est_gain_ms_per_step:,.2f} ms/step: {f.advice}. Evidence: {f.evidence}"
                       for f in fs]

@@ -9,6 +9,33 @@ def cause_row(stalls, cause: str) -> dict | None:
     return c.row(0, named=True) if c.height else None
 
 
+def late_row(stalls, cause: str, column: str) -> dict | None:
+    """The cause's row (stalls.sql) restricted to the gaps the host was late for: without the
+    time (`column` of stalls_gaps.sql) in gaps whose next GPU op was already launched when the
+    gap began (there the GPU waited on something else; a faster host wins nothing). Adds
+    `queued_ns`, the time taken out."""
+    row = cause_row(stalls, cause)
+    if row is None or not row["idle_ns"]:
+        return row
+    q = stalls.queued_ns(column)
+    late = row["idle_ns"] - q
+    return {**row, "idle_ns": late, "idle_pct": (row["idle_pct"] or 0.0) * late / row["idle_ns"],
+            "gaps": row["gaps"] - _queued_gaps_with(stalls, column), "queued_ns": q}
+
+
+def _queued_gaps_with(stalls, column: str) -> int:
+    g = stalls.gaps
+    if g.height == 0 or "queued" not in g.columns:
+        return 0
+    return g.filter(pl.col("queued").fill_null(False) & (pl.col(column) > 0)).height
+
+
+def queued_text(row: dict) -> str:
+    q = row.get("queued_ns") or 0
+    return (f"; {q / 1e6:,.2f} ms more of it fell in gaps whose next GPU op was already launched "
+            "(the GPU waited on something else there: not counted)") if q else ""
+
+
 def host_calls(scope, where: str) -> pl.DataFrame:
     """Host ops of the scope matching the SQL condition `where` (on h.kind, h.name), per
     name: count and host time, most time first."""

@@ -2,10 +2,13 @@
 
 Fires when: convolution kernels exist (category conv) AND transpose kernels that are
 layout conversions run (nchwToNhwc / nhwcToNchw and spellings, cuDNN / cuTENSOR layout
-transposes).
+transposes). Whether the convolutions themselves are NCHW or NHWC kernels does not matter:
+cuDNN often picks NHWC kernels (xmma/cutlass `*nhwc*`) for an NCHW model and converts the
+tensors around each of them, which is exactly the time channels_last removes.
 Ruled out by: no convolution kernels (LLM/DLRM permutes are not layout conversions);
-convolution kernels already NHWC (`*nhwc*` in most of the conv time: MIOpen/CK/cuDNN NHWC
-kernels); conversions below the floor.
+convolutions already NHWC (`*nhwc*` in most of the conv time) with negligible conversions
+(less than NEGLIGIBLE_PCT of the convolution time: the model already runs channels_last,
+what is left converts at its edges); conversions below the floor.
 Estimated gain: the conversion kernels' GPU time per step (channels_last removes them).
 """
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..base import Evidence, Finding, kernel_finding, ms
 
 CONVERSION = r"(?i)nchw_?(to|2)_?nhwc|nhwc_?(to|2)_?nchw|cudnn::.*transpose|cutensor.*(transpose|permut)"
 NHWC_CONV = r"(?i)nhwc"
+NEGLIGIBLE_PCT = 5.0   # conversions below this share of the convolution time beside NHWC convolutions
 
 
 def channels_last(scope, ev: Evidence) -> Finding | None:
@@ -26,11 +30,17 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
         return None
     conv_ns = conv["dur_ns"].sum()
     nhwc_ns = conv.filter(pl.col("name").str.contains(NHWC_CONV))["dur_ns"].sum()
-    if nhwc_ns * 2 > conv_ns:          # convolutions already run NHWC
-        return None
+    nhwc = nhwc_ns * 2 > conv_ns
+    if nhwc and conversions["dur_ns"].sum() * 100 < NEGLIGIBLE_PCT * conv_ns:
+        return None                    # already channels_last: the few conversions are at the edges
+    if nhwc:
+        beside = (f"; they feed {conv['n'].sum():,} convolution kernels ({ms(conv_ns)}, "
+                  f"{100 * nhwc_ns / conv_ns:.0f} % of it in NHWC kernels): cuDNN converts the NCHW tensors for them")
+    else:
+        beside = f"; beside {conv['n'].sum():,} NCHW convolution kernels ({ms(conv_ns)})"
     return kernel_finding(
         "channels_last", "transpose", conversions, ev,
         f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels",
         "train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
         "x.to(memory_format=torch.channels_last), with AMP, so cuDNN runs NHWC convolutions without conversions",
-        f"; beside {conv['n'].sum():,} NCHW convolution kernels ({ms(conv_ns)})")
+        beside)

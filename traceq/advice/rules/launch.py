@@ -4,7 +4,8 @@ Fires when: GPU idle time is attributed to launch_overhead (the launching thread
 CUDA/HIP API calls while the GPU waits) AND the launch statistics show launch-bound work:
 many short kernels (>= 30 % under 10 µs) or a mean CPU launch time at least the mean
 kernel time.
-Ruled out by: no launch idle time; launch statistics without launch evidence (long
+Ruled out by: no launch idle time in gaps the host was late for (launch time in gaps whose
+next GPU op was already launched does not count: the GPU waited on something else); launch statistics without launch evidence (long
 kernels, cheap launches); already graph-launched work (cudaGraphLaunch calls >= launches
 / 2); below the floor.
 Estimated gain: the launch_overhead idle time per step.
@@ -12,13 +13,13 @@ Estimated gain: the launch_overhead idle time per step.
 from __future__ import annotations
 
 from ..base import Evidence, Finding
-from ._stall import cause_row, idle_text
+from ._stall import idle_text, late_row, queued_text
 
 SHORT_KERNELS_PCT = 30.0
 
 
 def launch_overhead(scope, ev: Evidence, stalls) -> Finding | None:
-    row = cause_row(stalls, "launch_overhead")
+    row = late_row(stalls, "launch_overhead", "launch_ns")
     st = stalls.launch
     if row is None or not row["idle_ns"] or st is None or st.height == 0:
         return None
@@ -36,7 +37,7 @@ def launch_overhead(scope, ev: Evidence, stalls) -> Finding | None:
         "launch_overhead", "launch_overhead",
         f"{idle_text(row, ev, 'launching')}; {launches:,} launches, mean CPU launch {mean_launch / 1e3:.1f} µs vs "
         f"mean kernel {mean_kernel / 1e3:.1f} µs, {short_pct:.0f} % of {kernels:,} kernels < 10 µs, "
-        f"{graphs:,} graph launches",
+        f"{graphs:,} graph launches{queued_text(row)}",
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
         "cut launches: torch.compile (fuses small kernels; mode='reduce-overhead' adds CUDA graphs), "
         "CUDA graphs (torch.cuda.graphs) for static shapes, fused/foreach optimizers, or a larger batch")
