@@ -245,3 +245,16 @@ def test_slow_dataloader_sample_is_data_bound_cpu_only(tmp_path):
     ingest([SAMPLES / "fast_dataloader"], store=tmp_path / "f", jobs=1)
     d = diagnose(tmp_path / "f").row(0, named=True)
     assert d["bound"] == "host" and d["findings"] == []
+
+
+def test_graph_launches_are_counted_by_api_name_prefix(tmp_path):
+    """launch_stats counts runtime/driver calls named cudaGraphLaunch*, cuGraphLaunch* or
+    hipGraphLaunch* (a prefix, case as written): 2 + 1 + 1 here; a name that only contains
+    the words (myCudaGraphLaunch) or a CPU op of that name does not count."""
+    t = Trace()
+    for i, api in enumerate(["cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch",
+                             "cudaLaunchKernel", "myCudaGraphLaunch"]):
+        t.launch("k", i * 1000, 10, i * 1000 + 20, 100, api=api)
+    t.cpu_op("cudaGraphLaunch", 9000, 10)
+    res = stalls(_store(t, tmp_path))
+    assert res.launch.row(0, named=True)["graph_launches"] == 4

@@ -3,7 +3,8 @@
 Not a timing test (benchmarks/bench_startup.py times them): these pin the lazy imports that
 the start-up budget rests on. `import traceq.cli` and `traceq --help` load no data library;
 an analysis command loads DuckDB and polars but not pyarrow, numpy, pydantic (typer's option
-coercion), plotly or jinja2, and its JSON output not rich; and the outputs of the
+coercion), plotly or jinja2, nor ingest's rule table or a process pool, and its JSON output
+not rich; and the outputs of the
 pyarrow-free path equal those of the pyarrow path (the Python API's).
 """
 from __future__ import annotations
@@ -101,6 +102,27 @@ def test_table_output_adds_rich_only(tmp_path, store):
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert "rich" in mods
     assert not mods & {"pyarrow", "numpy", "pydantic", "plotly", "jinja2"}
+
+
+@pytest.mark.parametrize("command", [
+    ("hotspots", "--run", "nsys_sample"),
+    ("summary", "--run", "nsys_sample"),
+    ("stalls", "--run", "slow_dataloader"),
+    ("diagnose", "--run", "nsys_sample"),
+    ("diff", "nsys_sample", "slow_dataloader"),
+])
+def test_analysis_loads_no_ingest_or_process_pool_modules(tmp_path, store, command):
+    """The kernel rule table (traceq.categories: tomllib, the identity parser) is ingest's, and
+    the process pool (multiprocessing) is only for runs mapped over ranks: an analysis of a
+    small run in this process loads neither."""
+    mods, r = loaded(tmp_path, *command, "--store", store)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert not mods & {"tomllib", "multiprocessing"}, sorted(mods & {"tomllib", "multiprocessing"})
+
+
+def test_hotspots_category_is_still_checked(tmp_path, store):
+    _, r = loaded(tmp_path, "hotspots", "--store", store, "--category", "gemm,nonsense")
+    assert r.returncode == 2 and "--category: unknown nonsense (choose from communication," in r.stderr
 
 
 def test_bad_int_option_still_reads_as_typer_says(tmp_path, store):

@@ -21,9 +21,7 @@ cancelled and the running ones are waited for and their results discarded.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from typing import Any, Callable, Iterable
 
 from .errors import TraceqError
@@ -77,6 +75,10 @@ def run_map(fn: Callable[[Any], Any], items: Iterable[Any], spec: ExecutorSpec |
             if on_result:
                 on_result(item, res)
         return out
+    # the pool's modules only here: an analysis run in this process never starts one (start-up time)
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
     # spawn, not fork: a forked child deadlocks in polars if the parent already used polars
     with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(fn, item): item for item in items}

@@ -141,12 +141,17 @@ class Store:
         # `runs` is read once (a temp table): the table views below and every query see the same
         # manifest even while an ingest replaces it
         con.execute("SET enable_external_file_cache = false")
-        if self._read_manifest(con):
-            rows = [(run, rank, json.loads(files or "{}"))
-                    for run, rank, files in con.execute("SELECT run, rank, files FROM runs").fetchall()]
-        else:
-            rows = []
+        if not self._read_manifest(con):
             _empty_view(con, "runs", schema.RUNS_COLUMNS)
+        self.table_views(con, runs, only)
+        return con
+
+    def table_views(self, con, runs: list[str] | None = None, only: tuple[str, int] | None = None) -> None:
+        """(Re)create the table views of a `connect` connection over the files its `runs` lists
+        (`runs`, `only`: as for `connect`): a connection opened with `runs=[]` to pick the run
+        gets the run's table data without reading the manifest again."""
+        rows = [(run, rank, json.loads(files or "{}"))
+                for run, rank, files in con.execute("SELECT run, rank, files FROM runs").fetchall()]
         for table in schema.TABLE_COLUMNS:
             files = []
             for run, rank, tables in rows:
@@ -158,7 +163,6 @@ class Store:
                 if rel:
                     files.append(str(self.path / rel))
             table_view(con, table, files)
-        return con
 
     # ---------------------------------------------------------------- writing
     def _ensure(self) -> None:
@@ -474,7 +478,7 @@ def table_view(con, table: str, files: list[str]) -> None:
         return
     listing = "[" + ", ".join(_sql_str(f) for f in files) + "]"
     source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
-    con.execute(f"CREATE VIEW {table} AS SELECT *{_missing_nulls(con, source, columns)} FROM {source}")
+    con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT *{_missing_nulls(con, source, columns)} FROM {source}")
 
 
 def _missing_nulls(con, source: str, columns: list[tuple[str, str]]) -> str:
@@ -498,7 +502,7 @@ _DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "bool
 def _empty_view(con, name: str, columns: list[tuple[str, str]]) -> None:
     """A view with these (column, Arrow type name) columns and no rows."""
     cols = ", ".join(f'NULL::{_DUCK_TYPES[t]} AS "{c}"' for c, t in columns)
-    con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {cols} WHERE false")
 
 
 # Arrow between DuckDB and polars: through pyarrow (a pyarrow Table), or, where `ARROW_STREAMS`

@@ -14,13 +14,15 @@ from .registry import Block, Out, Result
 # ---------------------------------------------------------------- hotspots
 def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> Out:
     from .analysis.hotspots import headline, hotspots_scoped
-    from .categories import CATEGORIES
 
     cats = category.split(",") if isinstance(category, str) else category
     cats = [c.strip() for c in cats or [] if c and c.strip()]
-    unknown = [c for c in cats if c not in CATEGORIES]
-    if unknown:
-        raise TraceqError(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
+    if cats:   # the rule table's module (ingest's) is imported only to check a --category
+        from .categories import CATEGORIES
+
+        unknown = [c for c in cats if c not in CATEGORIES]
+        if unknown:
+            raise TraceqError(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
     from .advice import findings, fix_first_line
 
     fs = findings(scope)    # evidence-gated advice (traceq/advice): the kernels it cites are highlighted

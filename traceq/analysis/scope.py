@@ -167,6 +167,8 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
                           "or point --store / TRACEQ_STORE at one")
     if only_rank:
         con = st.connect(only=(run, rank))
+        run = resolve_run(con, run, st)
+        ranks = _ranks(con, run)
     elif executor is not None and rank is None:
         con = st.connect(runs=[])
         run = resolve_run(con, run, st)
@@ -178,12 +180,11 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
             register_pl(con, "scope_window_df", window)
             con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
             return Scope(st, con, run, None, steps, step_pattern, skip_first, executor=executor)
-        con.close()
-        con = st.connect(runs=[run] if only_run else None)
+        st.table_views(con, runs=[run] if only_run else None)   # analysed here: the same connection
     else:
         con = st.connect(runs=[run] if only_run and run is not None else None)
-    run = resolve_run(con, run, st)
-    ranks = _ranks(con, run)
+        run = resolve_run(con, run, st)
+        ranks = _ranks(con, run)
     if rank is not None and rank not in ranks:
         raise TraceqError(f"run {run!r} has no rank {rank} (ranks: {', '.join(map(str, ranks))})")
     wanted = [rank] if rank is not None else ranks

@@ -40,8 +40,11 @@ WITH ops AS (
     SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, regexp_matches(h.name, '(?i)zero_grad')
     FROM host_ops h JOIN scope_window w ON w.rank = h.rank
     WHERE h.run = $run AND h.kind IN ('cpu_op', 'python')
-      AND h.name IN (SELECT name FROM (SELECT DISTINCT name FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'python'))
-                     WHERE regexp_matches(name, '(?i)zero_grad|^Optimizer\.step|optimizer.*step'))
+      -- the regular expression runs once per distinct name (a list, which the optimizer does
+      -- not push the filter through), not once per op
+      AND h.name IN (SELECT unnest(list_filter(list(DISTINCT name),
+                                               lambda n: regexp_matches(n, '(?i)zero_grad|^Optimizer\.step|optimizer.*step')))
+                     FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'python'))
 ), launch AS (
     SELECT h.rank, h.pid, h.tid, h.correlation, h.start_ns, h.end_ns
     FROM host_ops h

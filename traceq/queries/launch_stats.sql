@@ -35,7 +35,9 @@ WITH k AS (
     SELECT h.rank, count(*) AS n
     FROM host_ops h
     JOIN scope_window w ON w.rank = h.rank
-    WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cuda|cu|hip)GraphLaunch')
+    WHERE h.run = $run AND h.kind IN ('runtime', 'driver')
+      AND (starts_with(h.name, 'cudaGraphLaunch') OR starts_with(h.name, 'cuGraphLaunch')
+           OR starts_with(h.name, 'hipGraphLaunch'))
       AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
     GROUP BY h.rank
 ), ks AS (

@@ -68,48 +68,56 @@ WITH gaps AS (
     FROM gpu_ops g
     WHERE g.run = $run AND g.kind = 'memcpy' AND g.correlation IS NOT NULL
       AND (g.src_kind = 'Pageable' OR g.dst_kind = 'Pageable')
-), host AS (
-    -- host activity of the ranks with gaps, with its precedence level (NULL = no cause)
-    SELECT h.rank, h.start_ns, h.end_ns,
-           CASE
-             WHEN regexp_matches(h.name, '(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all')
-                  AND h.kind IN ('cpu_op', 'python', 'other') THEN 2
-             WHEN h.kind = 'sync_api' AND contains(h.name, 'Synchronize') THEN 3
-             WHEN h.kind = 'cpu_op' AND h.name IN ('aten::item', 'aten::_local_scalar_dense') THEN 3
-             WHEN h.kind IN ('runtime', 'driver')
-                  AND regexp_matches(h.name, '^(cuda|cu|hip)Memcpy') AND NOT contains(h.name, 'Async') THEN 4
-             WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
-             WHEN h.kind IN ('runtime', 'driver')
-                  AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|hipHostMalloc|hipHostFree|hipExtMallocWithFlags|hipHostRegister|hipHostUnregister)') THEN 5
-             WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL THEN 6
-             WHEN h.kind IN ('cpu_op', 'python')
-                  AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7
-           END AS level
+), cand AS (
+    -- host activity of the ranks with gaps, one copy per device of the rank: host ops (their
+    -- level is decided in act_near), collective regions (level 2) and data loading (st_data, level 1)
+    SELECT d.key, h.rank, h.pid, h.tid, h.kind, h.name, h.correlation, h.start_ns, h.end_ns, NULL::INTEGER AS level
     FROM host_ops h
     JOIN scope_window w ON w.rank = h.rank
-    LEFT JOIN launcher l ON l.rank = h.rank AND l.pid = h.pid AND l.tid = h.tid
-    LEFT JOIN pageable p ON p.rank = h.rank AND p.pid = h.pid AND p.correlation = h.correlation
-                        AND h.kind IN ('runtime', 'driver')
-    WHERE h.run = $run AND h.rank IN (SELECT key.rank FROM devs)
+    JOIN devs d ON d.key.rank = h.rank
+    WHERE h.run = $run AND h.end_ns > h.start_ns
     UNION ALL
-    SELECT r.rank, r.start_ns, r.end_ns, 2
+    SELECT d.key, r.rank, NULL, NULL, NULL, NULL, NULL, r.start_ns, r.end_ns, 2
     FROM regions r
     JOIN scope_window w ON w.rank = r.rank
-    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu' AND r.rank IN (SELECT key.rank FROM devs)
+    JOIN devs d ON d.key.rank = r.rank
+    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu' AND r.end_ns > r.start_ns
       AND regexp_matches(r.name, '(?i)^nccl|^rccl|c10d::|processgroup|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all')
-), act AS (
-    -- one copy per device of the rank; data loading is level 1
-    SELECT d.key, h.start_ns, h.end_ns, h.level FROM host h JOIN devs d ON d.key.rank = h.rank
-    WHERE h.level IS NOT NULL AND h.end_ns > h.start_ns
     UNION ALL
-    SELECT d.key, s.start_ns, s.end_ns, 1 FROM st_data s JOIN devs d ON d.key.rank = s.key
-), act_near AS (
+    SELECT d.key, s.key, NULL, NULL, NULL, NULL, NULL, s.start_ns, s.end_ns, 1
+    FROM st_data s JOIN devs d ON d.key.rank = s.key
+), near AS (
     -- only activity that overlaps a gap matters: gaps are disjoint and sorted, so the
     -- candidate is the last gap starting before the activity ends (ASOF join, no range join)
-    SELECT a.key, a.start_ns, a.end_ns, a.level
-    FROM act a
-    ASOF JOIN gaps g ON g.key = a.key AND a.end_ns > g.start_ns
-    WHERE g.end_ns > a.start_ns
+    SELECT c.*
+    FROM cand c
+    ASOF JOIN (SELECT key.rank AS r, key.device AS dv, start_ns AS gs, end_ns AS ge FROM gaps) g
+      ON g.r = c.key.rank AND g.dv = c.key.device AND c.end_ns > g.gs
+    WHERE g.ge > c.start_ns
+), act_near AS (
+    -- the precedence level of each activity (NULL = no cause: left out)
+    SELECT * FROM (
+        SELECT h.key, h.start_ns, h.end_ns,
+               coalesce(h.level, CASE
+                 WHEN h.kind IN ('cpu_op', 'python', 'other')
+                      AND regexp_matches(h.name, '(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all') THEN 2
+                 WHEN h.kind = 'sync_api' AND contains(h.name, 'Synchronize') THEN 3
+                 WHEN h.kind = 'cpu_op' AND h.name IN ('aten::item', 'aten::_local_scalar_dense') THEN 3
+                 WHEN h.kind IN ('runtime', 'driver')
+                      AND regexp_matches(h.name, '^(cuda|cu|hip)Memcpy') AND NOT contains(h.name, 'Async') THEN 4
+                 WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
+                 WHEN h.kind IN ('runtime', 'driver')
+                      AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|hipHostMalloc|hipHostFree|hipExtMallocWithFlags|hipHostRegister|hipHostUnregister)') THEN 5
+                 WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL THEN 6
+                 WHEN h.kind IN ('cpu_op', 'python')
+                      AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7
+               END) AS level
+        FROM near h
+        LEFT JOIN launcher l ON l.rank = h.rank AND l.pid = h.pid AND l.tid = h.tid
+        LEFT JOIN pageable p ON p.rank = h.rank AND p.pid = h.pid AND p.correlation = h.correlation
+                            AND h.kind IN ('runtime', 'driver')
+    )
+    WHERE level IS NOT NULL
 ), edges AS (
     SELECT key, start_ns AS t, 0 AS level, 1 AS d FROM gaps
     UNION ALL SELECT key, end_ns, 0, -1 FROM gaps
