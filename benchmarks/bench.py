@@ -60,6 +60,9 @@ def traceq_cmd() -> list[str] | None:
     r = subprocess.run([sys.executable, "-c", "import traceq.cli"], capture_output=True)
     if r.returncode != 0:
         return None
+    # traceq's modules as bytecode, as an installed package has them: from a source checkout
+    # under PYTHONDONTWRITEBYTECODE every measured process would compile them again (~20 ms)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceq")], capture_output=True)
     # The console script beside this interpreter (not a pyenv/asdf shim, which adds its
     # own start-up), else whatever `traceq` is on PATH, else `python -m traceq.cli`.
     exe = Path(sys.executable).parent / "traceq"
