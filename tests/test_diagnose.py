@@ -261,8 +261,13 @@ def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
     assert row["evidence"].startswith("no GPU ops in scope, but the trace file was truncated (file is truncated or "
                                       "malformed after 10 complete events): its GPU events may be missing")
     assert "CPU-only trace" not in row["evidence"]
+    assert row["bound"] == "unknown"   # not host-bound: the GPU side of the run was cut away
+    from traceq.analysis.diagnose import headline
+    assert "bound unknown (the trace was cut before its GPU events)" in headline(row)
     ingest([t.write(tmp_path / "whole.json.gz")], store=tmp_path / "s", run="whole", jobs=1)
-    assert "truncated" not in diagnose(tmp_path / "s", run="whole").row(0, named=True)["evidence"]
+    whole = diagnose(tmp_path / "s", run="whole").row(0, named=True)
+    assert "truncated" not in whole["evidence"]
+    assert whole["bound"] != "unknown"
 
 
 @pytest.mark.shared
@@ -281,6 +286,7 @@ def test_verdict_names_the_truncation_of_a_real_trace(tmp_path):
     row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
     assert f"the trace file was truncated (file is truncated or malformed after {keep} complete events)" in row["evidence"]
     assert "its GPU events may be missing" in row["evidence"]
+    assert row["bound"] == "unknown"
     from traceq.analysis.diagnose import headline
     assert "CPU-only trace" not in headline(row)
 

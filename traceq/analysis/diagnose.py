@@ -13,8 +13,9 @@ compute/launch time in gaps whose next op was already queued (the GPU waited on 
 the trace does not show, not on the host), are `unattributed`: never host-bound.
 The bound is `gpu` when the GPU is busy for at least half of the span, else the largest
 idle share (`unattributed` when that is what traceq cannot explain). A rank without GPU
-ops is `data` when it waits for data more than 5 % of step time, else `host`; when the
-ingest found the file truncated, the evidence says so (its GPU events may be missing).
+ops is `data` when it waits for data more than 5 % of step time, else `host`, or `unknown`
+when the ingest found the file truncated (its GPU events may be missing); a truncation is
+named in the evidence of every verdict.
 """
 from __future__ import annotations
 
@@ -88,8 +89,10 @@ def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
     if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
         return "data", pct, (f"{what}; DataLoader wait {pct:.1f} % of step time "
                              f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
-    return "host", 100.0 - (pct or 0.0), (what + (": the host does all the work" if truncated is None else "")
-                                          + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+    # cut before its GPU events, a trace says nothing of what bounds the run: "unknown", not host
+    return ("host" if truncated is None else "unknown"), 100.0 - (pct or 0.0), (
+        what + (": the host does all the work" if truncated is None else "")
+        + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
 
 
 def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:
@@ -126,9 +129,12 @@ def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:
 
 def bound_words(bound: str, share: float) -> str:
     """The verdict in words: "host-bound (68.3 %)", or for idle time traceq cannot explain
-    "GPU idle, cause unattributed (47.0 %)"."""
+    "GPU idle, cause unattributed (47.0 %)", or for a truncated trace left without GPU ops
+    "bound unknown (...)"."""
     if bound == "unattributed":
         return f"GPU idle, cause unattributed ({share:.1f} %)"
+    if bound == "unknown":
+        return "bound unknown (the trace was cut before its GPU events)"
     return f"{bound}-bound ({share:.1f} %)"
 
 
