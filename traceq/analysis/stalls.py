@@ -76,13 +76,22 @@ def check_stalls_args(scope: Scope, min_gap_us: float, data_pattern: str | None)
     return data_pattern
 
 
-def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+def _stage(scope: Scope, min_gap_us: float, data_pattern: str | None, gaps: bool = True) -> str | None:
+    """The temp tables the stall queries read: st_busy, st_data and st_gaps (with `gaps`
+    False, st_gaps has its columns and no rows: DuckDB plans `WHERE false` as an empty result).
+    Returns the data pattern as checked (None if empty)."""
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     queries.install_macros(scope.con)
     scope.ensure_steps()
     params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}
     for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data"), ("st_gaps", "stalls_gaps")):
-        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + queries.load(sql), params)
+        sql = queries.load(sql) if gaps or table != "st_gaps" else f"SELECT * FROM ({queries.load(sql)}) WHERE false"
+        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + sql, params)
+    return data_pattern
+
+
+def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:
+    data_pattern = _stage(scope, min_gap_us, data_pattern)
     causes = scope.df(queries.load("stalls"))
     steps = scope.df(queries.load("stalls_steps"))
     gaps = scope.df("SELECT * FROM st_gaps ORDER BY rank, device, start_ns")
@@ -98,15 +107,7 @@ def data_steps(scope: Scope, data_pattern: str | None = None) -> pl.DataFrame:
     start_ns, step_ns, data_wait_ns and data_wait_pct, as `stalls_scoped(scope).steps` has
     them, without the GPU gaps and their causes (the GPU idle columns are left out): what
     compare, model and check need of every run (a fifth of the time per run)."""
-    data_pattern = check_stalls_args(scope, DEFAULT_MIN_GAP_US, data_pattern)
-    queries.install_macros(scope.con)
-    scope.ensure_steps()
-    params = {"min_gap_ns": int(round(DEFAULT_MIN_GAP_US * 1000)), "data_pattern": data_pattern}
-    for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data")):
-        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + queries.load(sql), params)
-    # no gaps: the same columns, no rows (DuckDB plans `WHERE false` as an empty result)
-    scope.df("CREATE OR REPLACE TEMP TABLE st_gaps AS SELECT * FROM (" + queries.load("stalls_gaps")
-             + ") WHERE false", params)
+    _stage(scope, DEFAULT_MIN_GAP_US, data_pattern, gaps=False)
     steps = scope.df(queries.load("stalls_steps"))
     return steps.select("rank", "step", "step_source", "start_ns", "step_ns", "data_wait_ns", "data_wait_pct")
 

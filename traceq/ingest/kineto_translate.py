@@ -41,7 +41,6 @@ _TCHUNK = 1 << 16   # rows per translation chunk
 # category (lower-cased) -> gpu_ops kind: kineto_raw.GPU_KIND. Device activity of MTIA: its
 # device is the trace pid ("MTIA 9"), its stream the tid when args carry none; `_MTIA_KIND`
 # refines the kind by name.
-_GPU_KIND = GPU_KIND
 # MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
 # `event_wait`/`event_record` (stream-event waits and markers); the rest are kernels
 _MTIA_KIND = ((r"^dma", "memcpy"), (r"^event_(wait|record)$", "sync"))
@@ -243,8 +242,8 @@ class _Classes:
 
 
 def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes: _Classes) -> pl.DataFrame:
-    g = g.filter(pl.col("_cat").is_in(list(_GPU_KIND)))
-    g = g.with_columns(kind=pl.col("_cat").replace_strict(_GPU_KIND, default="kernel"))
+    g = g.filter(pl.col("_cat").is_in(list(GPU_KIND)))
+    g = g.with_columns(kind=pl.col("_cat").replace_strict(GPU_KIND, default="kernel"))
     mtia = pl.col("_cat") == "mtia_ccp_events"
     for pattern, kind in _MTIA_KIND:
         g = g.with_columns(kind=pl.when(mtia & pl.col("name").str.contains(pattern)).then(pl.lit(kind))

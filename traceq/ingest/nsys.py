@@ -36,9 +36,10 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..errors import BadInput
+from ..threads import ordered_map
 from .common import Parsed, nesting_depth
 from .nsys_activity import GPU_OPS, HOST_OPS, SYNC_CALLS, Activity, Waits
-from .sqlite_arrow import IntQuery, as_int, chunks, ordered_map, read_chunk
+from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
 from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, check_times, fmt_value
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).

@@ -3,7 +3,7 @@
 A query is cut into chunks of about CHUNK_ROWS rows by rowid range (`rowid BETWEEN a AND b`
 is a B-tree seek, so a chunk costs what its rows cost). Each chunk is read by the ADBC SQLite
 driver straight into Arrow (C, no Python object per value, no GIL) on its own connection, so
-chunks are read side by side; `ordered_map` hands the results back in order with a bounded
+chunks are read side by side; `traceq.threads.ordered_map` hands the results back in order with a bounded
 number in flight, so memory stays proportional to the chunk size, not to the table.
 
 Values are integers or NULL. A chunk whose values ADBC cannot type as int64 (text, blobs,
@@ -12,22 +12,14 @@ reals: a hostile or damaged export) is read again by `sqlite3` with every value 
 """
 from __future__ import annotations
 
-import os
 import sqlite3
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
 
 import pyarrow as pa
 
 CHUNK_ROWS = 1 << 18
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
-
-T = TypeVar("T")
-R = TypeVar("R")
-
 
 def as_int(expr: str) -> str:
     """An SQL expression as an integer whatever its storage class: integers as they are,
@@ -104,27 +96,3 @@ def _adbc(path: Path, sql: str, rows: tuple[str, int, int] | None) -> pa.Table |
     return table.cast(pa.schema([(n, pa.int64()) for n in table.schema.names]))
 
 
-def workers() -> int:
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-
-
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], n_workers: int | None = None) -> Iterator[R]:
-    """fn(item) for each item, computed on a thread pool, yielded in order; at most
-    2 x workers results are in flight (bounded memory)."""
-    n = n_workers or workers()
-    items = iter(items)
-    if n == 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        pending: deque = deque()
-        try:
-            for item in items:
-                pending.append(pool.submit(fn, item))
-                if len(pending) >= 2 * n:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
