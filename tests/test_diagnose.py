@@ -256,7 +256,9 @@ def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
         t.cpu_op("aten::linear", i * 100, 90)
     for i in range(20):
         t.launch("ampere_sgemm_128x64_nn", i * 100 + 90, 5, i * 100 + 100, 50)
-    ingest([_cut(t.events, 10, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    got = ingest([_cut(t.events, 10, tmp_path / "cut.json")], store=tmp_path / "s", run="cut", jobs=1)
+    assert "no GPU activity in the events before the cut (its GPU events may be missing): GPU analyses will be " \
+           "empty" in got[0].warnings   # not "CPU-only", which only the uncut trace could show
     row = diagnose(tmp_path / "s", run="cut").row(0, named=True)
     assert row["evidence"].startswith("no GPU ops in scope, but the trace file was truncated (file is truncated or "
                                       "malformed after 10 complete events): its GPU events may be missing")

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from ..categories import classify
 from ..errors import BadInput
+from ..schema import TRUNCATED_WARNING
 from .common import nesting_depth
 from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, representable, sane
@@ -459,7 +460,9 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
         open_table("regions").write(regions.to_arrow())
     n_open += int(regions["unfinished"].sum() or 0)
     if n_gpu == 0:
-        warnings.append("no GPU activity in this trace (CPU-only): GPU analyses will be empty")
+        cut = any(w.startswith(TRUNCATED_WARNING) for w in warnings)
+        warnings.append("no GPU activity in the events before the cut (its GPU events may be missing): GPU analyses "
+                        "will be empty" if cut else "no GPU activity in this trace (CPU-only): GPU analyses will be empty")
     if n_open:
         warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
 
