@@ -66,8 +66,36 @@ def test_sync_records_find_their_call_when_correlation_ids_exceed_one_int64_key(
         for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
             con.execute(f"UPDATE {t} SET correlationId = correlationId + (1 << 45)")
     con.close()
-    assert nsys_activity._pair_key(pa.array([1]), pa.array([1 << 45])) is None
+    assert nsys_activity._pair_key(pa.array([1, 2]), pa.array([7, 1 << 45])) == (pa.array([(7 << 24) + 1, None]), False)
     before, after = tables(src)["gpu_ops"], tables(big)["gpu_ops"]
     sync = lambda t: t.filter(pa.compute.equal(t["kind"], "sync"))["name"].to_pylist()   # noqa: E731
     assert sync(after) == sync(before)
     assert "Context Sync" in sync(before)
+
+
+def test_a_sane_but_absurd_record_is_dropped_after_the_tables_were_streamed(tmp_path):
+    """One kernel eleven days after a one-second capture: its times are valid, so the stream
+    writes it; only the quartiles (a second read) show it is absurd, and the tables are
+    written again without it, in the store as in memory."""
+    from traceq.ingest import ingest
+    from traceq.store import Store
+
+    src = shared_trace("nsys/pipit/perlmutter-cloverleaf-cuda.sqlite")
+    edited = tmp_path / "late-kernel.sqlite"
+    shutil.copyfile(src, edited)
+    con = sqlite3.connect(edited)
+    with con:
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 10 * 86400 * 1000000000 + 5, "
+                    "end = 10 * 86400 * 1000000000 + 9 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.close()
+    want = tables(src)
+    parsed = nsys.read(edited)
+    assert [w for w in parsed.warnings if w.startswith("dropped")] == [
+        w for w in parsed.warnings if w.startswith("dropped 1 CUDA activity records") and "start 864000000000005 ns" in w]
+    assert any(w.startswith("dropped") for w in parsed.warnings)
+    res = ingest([edited], store=tmp_path / "s", jobs=1)[0]
+    assert res.counts["gpu_ops"] == want["gpu_ops"].num_rows
+    assert [w for w in res.warnings if w.startswith("dropped")] == [w for w in parsed.warnings if w.startswith("dropped")]
+    got = Store(tmp_path / "s").connect().sql("SELECT * EXCLUDE (run, rank) FROM gpu_ops").to_arrow_table()
+    assert got.cast(want["gpu_ops"].schema).equals(want["gpu_ops"])

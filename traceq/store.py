@@ -460,6 +460,15 @@ class TableWriter:
                                             use_dictionary=_text_columns(t.schema))
         self._writer.write_table(t, row_group_size=1 << 30)
 
+    def restart(self) -> None:
+        """Forget what was written (a reader that must write its table again): the next
+        write starts the file anew."""
+        self._pending, self._pending_rows, self.rows = [], 0, 0
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.path.unlink(missing_ok=True)
+
     def close(self) -> None:
         try:
             self._flush()

@@ -138,12 +138,16 @@ class _Job:
 
 
 def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
-    """Translate one file. Kineto streams: it decodes into `scratch` and writes its tables
-    when staged (`Parsed.fill`); the other readers return their tables."""
+    """Translate one file. Kineto and nsys stream: they write their tables when staged
+    (`Parsed.fill`; Kineto decodes into `scratch` first); the other readers return their tables."""
     if fmt == "kineto":
         from .kineto import read
 
         return read(path, scratch)
+    if fmt == "nsys":
+        from .nsys import read
+
+        return read(path, stream=True)
     return _reader(fmt)(path)
 
 

@@ -25,8 +25,10 @@ not computed.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +40,9 @@ from .. import schema
 from ..errors import BadInput
 from ..threads import ordered_map
 from .common import Parsed, nesting_depth
-from .nsys_activity import GPU_OPS, HOST_OPS, SYNC_CALLS, Activity, Waits
+from .nsys_activity import SYNC_CALLS, Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
-from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, check_times, fmt_value
+from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, sane
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -101,16 +103,55 @@ def _connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-def read(path: Path) -> Parsed:
+def read(path: Path, stream: bool = False) -> Parsed:
+    """The export's run facts and tables. `stream`: the tables are left to `Parsed.fill`,
+    which writes them chunk by chunk when the store stages them (memory bounded by the chunk
+    size); else they are collected in memory into `Parsed.tables`."""
     path = Path(path)
+    with _open(path) as export:
+        parsed = export.facts()
+    parsed.fill = partial(_fill, path, parsed)
+    if not stream:
+        parsed.tables, parsed.fill = _collected(parsed.fill), None
+    return parsed
+
+
+@contextlib.contextmanager
+def _open(path: Path):
     try:
         con = _connect(path)
         try:
-            return _Export(con, path).parse()
+            yield _Export(con, path)
         finally:
             con.close()
     except sqlite3.Error as exc:
         raise BadInput(f"unreadable SQLite database ({exc})", path) from None
+
+
+def _fill(path: Path, parsed: Parsed, open_table) -> None:
+    """Parsed.fill: write gpu_ops, host_ops and regions through `open_table(name).write(t)`;
+    the warnings about them go before the reader's others (the rank's)."""
+    with _open(path) as export:
+        parsed.warnings[0:0] = export.fill(open_table)
+
+
+class _Collector:
+    """An in-memory `open_table` target (nsys.read without `stream`)."""
+
+    def __init__(self):
+        self.parts: list[pa.Table] = []
+
+    def write(self, t: pa.Table) -> None:
+        self.parts.append(t)
+
+    def restart(self) -> None:
+        self.parts = []
+
+
+def _collected(fill) -> dict[str, pa.Table]:
+    sinks: dict[str, _Collector] = {}
+    fill(lambda name: sinks.setdefault(name, _Collector()))
+    return {name: pa.concat_tables(c.parts) if c.parts else schema.empty(name) for name, c in sinks.items()}
 
 
 class _Export:
@@ -160,17 +201,11 @@ class _Export:
         return fallback
 
     # ------------------------------------------------------------------ tables
-    def activity(self) -> tuple[pa.Table, pa.Table]:
-        """gpu_ops and host_ops of the CUDA activity tables, read and translated chunk by chunk
-        on all cores (chunks of the runtime table first: sync records are named after the calls)."""
+    def batches(self):
+        """(table, record batch) of gpu_ops and host_ops rows, read and translated chunk by chunk
+        on all cores (the runtime table's first: sync records are named after the calls)."""
         act = Activity(self.strings(), self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_LABELS),
                        self.enum("ENUM_CUDA_MEM_KIND", MEM_KIND_LABELS), self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_LABELS))
-        plan = []
-        for key, (table, select, where) in ACTIVITY.items():
-            cond = self.usable(table, where)
-            if table in self.tables and cond:
-                query = IntQuery(table, tuple((a, self.usable(table, e) or "NULL") for a, e in select.items()), cond)
-                plan += [(key, query, rows) for rows in chunks(self.con, table, self.columns(table))]
         translate = {"runtime": act.host, "kernel": act.kernels, "memcpy": act.memcpy, "memset": act.memset}
 
         def work(item):
@@ -178,19 +213,53 @@ class _Export:
             chunk = _decode_global_ids(read_chunk(self.path, query, rows))
             return key, translate[key](chunk) if key in translate else chunk
 
-        host, calls, gpu = [], [], []
-        waited = None
-        for key, out in ordered_map(work, plan):
+        calls, waited = [], None
+        for key, out in ordered_map(work, self._plan(ACTIVITY)):
             if key == "runtime":
-                host.append(out[0])
                 calls.append(out[1])
+                yield "host_ops", out[0]
                 continue
             if key == "sync":
                 if waited is None:
                     waited = Waits(pa.Table.from_batches(calls, SYNC_CALLS))
+                    calls = []
                 out = act.sync(out, waited)
-            gpu.append(out)
-        return pa.Table.from_batches(gpu, GPU_OPS), pa.Table.from_batches(host, HOST_OPS)
+            yield "gpu_ops", out
+
+    def _plan(self, specs: dict) -> list[tuple[str, IntQuery, tuple | None]]:
+        """(key, query, rowid range) of every chunk of the `specs` tables (as ACTIVITY)."""
+        plan = []
+        for key, (table, select, where) in specs.items():
+            cond = self.usable(table, where)
+            if table in self.tables and cond:
+                query = IntQuery(table, tuple((a, self.usable(table, e) or "NULL") for a, e in select.items()), cond)
+                plan += [(key, query, rows) for rows in chunks(self.con, table, self.columns(table))]
+        return plan
+
+    def activity(self, sinks: dict, bounds: tuple[int, int, int] | None = None) -> _Tally:
+        """Write the gpu_ops and host_ops rows whose times `check_times` keeps (given the
+        trace's `bounds`, or None: valid times only) to `sinks`; what was kept and dropped."""
+        tally = _Tally()
+        for table, batch in self.batches():
+            keep = _kept(batch, bounds)
+            if keep is not None:
+                tally.drop(table, batch.filter(pc.invert(keep)))
+                batch = batch.filter(keep)
+            tally.add(table, batch)
+            if batch.num_rows:
+                sinks[table].write(pa.Table.from_batches([batch]))
+        return tally
+
+    def activity_times(self, bounds: tuple[int, int, int] | None = None) -> pl.DataFrame:
+        """start_ns, end_ns of the activity records `check_times` keeps (as `activity`), read
+        again from the export: what the quartiles of the absurd-time rule need."""
+        specs = {k: (t, {"start_ns": "start", "end_ns": "end"}, where) for k, (t, _, where) in ACTIVITY.items()}
+        parts = []
+        for batch in ordered_map(lambda item: read_chunk(self.path, item[1], item[2]), self._plan(specs)):
+            keep = _kept(batch, bounds)
+            parts.append(batch if keep is None else batch.filter(keep))
+        times = pa.Table.from_batches(parts, pa.schema([("start_ns", pa.int64()), ("end_ns", pa.int64())]))
+        return pl.from_arrow(times)
 
     def regions(self, last_activity: int | None) -> tuple[pl.DataFrame, int]:
         """NVTX ranges, and how many of them end on another thread than they start on.
@@ -313,41 +382,124 @@ class _Export:
         return 0
 
     # ------------------------------------------------------------------ all together
-    def parse(self) -> Parsed:
+    def facts(self) -> Parsed:
+        """The run facts (no tables yet: `fill` writes them)."""
         if not self.is_nsys():
             raise BadInput("SQLite file is not an Nsight Systems export (no nsys tables)", self.path)
-        gpu, host = self.activity()
-        dropped = None
-        if not _provably_kept([gpu, host]):
-            checked, dropped = check_times({"gpu": pl.from_arrow(gpu), "host": pl.from_arrow(host)}, _describe,
-                                           "CUDA activity records")
-            gpu, host = (schema.conform(t, checked[k].to_arrow()) for t, k in (("gpu_ops", "gpu"), ("host_ops", "host")))
-        regions, cross_thread = self.regions(max(pc.max(gpu["end_ns"]).as_py() or 0, pc.max(host["end_ns"]).as_py() or 0))
-        dropped_nvtx = None
-        if regions.height and not _provably_kept([gpu, host, regions.select("start_ns", "end_ns").to_arrow()]):
-            checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges",
-                                                reference=[pl.from_arrow(t.select(["start_ns", "end_ns"])) for t in (gpu, host)])
-            regions = checked["regions"]
-        if not (gpu.num_rows or host.num_rows or regions.height):
-            raise BadInput("no trace events (no CUDA kernels, copies, runtime calls or NVTX ranges"
-                           + (f"; {dropped or dropped_nvtx}" if dropped or dropped_nvtx else "") + ")", self.path)
-        warnings = [] if pc.any(pc.equal(gpu["kind"], "kernel")).as_py() else [NO_KERNELS]
-        warnings += [w for w in (dropped, dropped_nvtx) if w]
-        if cross_thread:
-            warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
-                            "(kept with the starting thread's pid/tid)")
         rank, rank_warnings = self.rank()
         return Parsed(
-            tables={"gpu_ops": gpu, "host_ops": host,
-                    "regions": schema.conform("regions", regions.to_arrow())},
+            tables={},
             format="nsys",
             format_version=self.meta("EXPORT_SCHEMA_VERSION"),
             rank=rank,
             host=self.host(),
             devices=self.devices(),
             clock_offset_ns=self.clock_offset_ns(),
-            warnings=warnings + rank_warnings,
+            warnings=rank_warnings,
         )
+
+    def fill(self, open_table) -> list[str]:
+        """Write the three tables (Parsed.fill); the warnings about them.
+
+        The activity records stream through once. The quartiles of the absurd-time rule
+        (`validate`) are computed only when needed: for the warning when records were dropped,
+        or when the records kept span more than the rule's smallest margin. They then come
+        from a second read of the times alone; if the rule drops records already written, the
+        tables are written again with the rule applied.
+        """
+        sinks = {t: open_table(t) for t in ("gpu_ops", "host_ops")}
+        tally = self.activity(sinks)
+        bounds = None
+        if tally.dropped or not tally.within(None):
+            bounds = bounds_of(self.activity_times()["start_ns"].to_numpy().copy())
+            if not tally.within(bounds):
+                for sink in sinks.values():
+                    sink.restart()
+                tally = self.activity(sinks, bounds)
+        dropped = dropped_message(tally.dropped, bounds, tally.example(), "CUDA activity records")
+        regions, cross_thread = self.regions(max(tally.last_end("gpu_ops") or 0, tally.last_end("host_ops") or 0))
+        dropped_nvtx = None
+        if regions.height and not tally.within(None, regions):
+            checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges",
+                                                reference=[self.activity_times(bounds)])
+            regions = checked["regions"]
+        if not (tally.rows or regions.height):
+            raise BadInput("no trace events (no CUDA kernels, copies, runtime calls or NVTX ranges"
+                           + (f"; {dropped or dropped_nvtx}" if dropped or dropped_nvtx else "") + ")", self.path)
+        open_table("regions").write(schema.conform("regions", regions.to_arrow()))
+        warnings = [] if tally.kernels else [NO_KERNELS]
+        warnings += [w for w in (dropped, dropped_nvtx) if w]
+        if cross_thread:
+            warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
+                            "(kept with the starting thread's pid/tid)")
+        return warnings
+
+
+class _Tally:
+    """What `_Export.activity` kept and dropped: rows, kernels, the span of the times kept,
+    the last end per table, the drops with the first of each table."""
+
+    def __init__(self):
+        self.rows = self.kernels = self.dropped = 0
+        self.lo: int | None = None
+        self.hi: int | None = None
+        self.ends: dict[str, int] = {}
+        self.first_dropped: dict[str, dict] = {}
+
+    def add(self, table: str, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        self.rows += batch.num_rows
+        if table == "gpu_ops":
+            self.kernels += pc.sum(pc.equal(batch["kind"], "kernel")).as_py() or 0
+        lo, hi = pc.min(batch["start_ns"]).as_py(), pc.max(batch["end_ns"]).as_py()
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+        self.ends[table] = hi if table not in self.ends else max(self.ends[table], hi)
+
+    def drop(self, table: str, dropped: pa.RecordBatch) -> None:
+        if dropped.num_rows:
+            self.dropped += dropped.num_rows
+            self.first_dropped.setdefault(table, dropped.slice(0, 1).to_pylist()[0])
+
+    def last_end(self, table: str) -> int | None:
+        return self.ends.get(table)
+
+    def example(self) -> str | None:
+        """The first dropped record, gpu_ops before host_ops (as check_times lists them)."""
+        row = self.first_dropped.get("gpu_ops") or self.first_dropped.get("host_ops")
+        return None if row is None else _describe(row)
+
+    def within(self, bounds: tuple[int, int, int] | None, regions: pl.DataFrame | None = None) -> bool:
+        """True when the rule keeps every row kept so far (all have valid times): within
+        `bounds`, or, with None, whatever the bounds, because the rows (and valid `regions`)
+        span less than the rule's smallest margin."""
+        lo, hi = self.lo, self.hi
+        if regions is not None and regions.height:
+            valid = regions.select(_VALID.alias("ok"), pl.col("start_ns").min().alias("lo"),
+                                   pl.col("end_ns").max().alias("hi"))
+            if not valid["ok"].all():
+                return False
+            r_lo, r_hi = valid["lo"][0], valid["hi"][0]
+            lo, hi = (r_lo, r_hi) if lo is None else (min(lo, r_lo), max(hi, r_hi))
+        if lo is None:
+            return True
+        if bounds is not None:
+            return bounds[0] <= lo and hi <= bounds[1]
+        return hi - lo <= ABSURD_FACTOR * MIN_WIDTH_NS
+
+
+_VALID = sane()
+
+
+def _kept(batch: pa.RecordBatch, bounds: tuple[int, int, int] | None) -> pa.Array | None:
+    """The rows of `batch` whose times check_times keeps (validate.keep_expr), None for all."""
+    s, e = batch["start_ns"], batch["end_ns"]
+    keep = pc.and_(pc.and_(pc.greater_equal(e, s), pc.greater_equal(s, -LIMIT_NS)), pc.less_equal(e, LIMIT_NS))
+    if bounds is not None:
+        keep = pc.and_(keep, pc.and_(pc.greater_equal(s, bounds[0]), pc.less_equal(e, bounds[1])))
+    keep = pc.fill_null(keep, False)
+    return None if pc.all(keep).as_py() is not False else keep
 
 
 def _describe(row: dict) -> str:
@@ -367,20 +519,3 @@ def _decode_global_ids(chunk: pa.RecordBatch) -> pa.RecordBatch:
             for part in parts:
                 chunk = chunk.append_column(part, decoded[part])
     return chunk
-
-
-def _provably_kept(tables: list[pa.Table]) -> bool:
-    """True when `check_times` would keep every row of `tables` (start_ns/end_ns columns):
-    all times valid, and all within less than the smallest margin of the absurd-time rule
-    (ABSURD_FACTOR x MIN_WIDTH_NS, about the middle half of the trace): then no quantile is needed."""
-    lo, hi = None, None
-    for t in tables:
-        if t.num_rows == 0:
-            continue
-        s, e = t["start_ns"], t["end_ns"]
-        if s.null_count or e.null_count or not pc.all(pc.greater_equal(e, s)).as_py():
-            return False
-        t_lo, t_hi = pc.min(s).as_py(), pc.max(e).as_py()
-        lo = t_lo if lo is None else min(lo, t_lo)
-        hi = t_hi if hi is None else max(hi, t_hi)
-    return lo is None or (-LIMIT_NS <= lo and hi <= LIMIT_NS and hi - lo <= ABSURD_FACTOR * MIN_WIDTH_NS)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -180,34 +181,43 @@ class Activity:
 class Waits:
     """The runtime calls of a sync API (pid, correlation, api: the name of the sync record the
     call causes, `Activity.host`), in call order; a sync record takes the first call of its
-    process with its correlation id."""
+    process with its correlation id.
+
+    Held as sorted int64 keys (`_pair_key`) with a one-byte api code: 9 bytes per call, and a
+    chunk of sync records is matched by binary search. Ids that do not fit a key (hostile
+    exports) fall back to a join on both columns."""
 
     def __init__(self, calls: pa.Table):
-        self.calls = calls
-        self.keys = _pair_key(calls["pid"], calls["correlation"])
-        self.names = calls["api"].combine_chunks()
-        self._frame: pl.DataFrame | None = None
+        keys, fits = _pair_key(calls["pid"], calls["correlation"])
+        self.calls = None if fits else calls
+        api = calls["api"].combine_chunks().dictionary_encode()
+        valid = keys.is_valid()
+        order_keys = keys.filter(valid).to_numpy()
+        self.keys, first = np.unique(order_keys, return_index=True)   # the first call of each key
+        self.codes = api.indices.filter(valid).to_numpy()[first]
+        self.labels = api.dictionary
 
     def api(self, pid: pa.Array, correlation: pa.Array) -> pa.Array:
-        keys = _pair_key(pid, correlation)
-        if keys is not None and self.keys is not None:
-            return pc.take(self.names, pc.index_in(keys, value_set=self.keys, skip_nulls=True))
-        if self._frame is None:   # ids beyond what one int64 key holds: a join on both columns
-            self._frame = pl.from_arrow(self.calls).unique(["pid", "correlation"], keep="first", maintain_order=True)
-        return (pl.DataFrame({"pid": pid, "correlation": correlation})
-                .join(self._frame, on=["pid", "correlation"], how="left", maintain_order="left")["api"]
-                .to_arrow().cast(pa.string()))
+        if self.calls is not None:
+            frame = pl.from_arrow(self.calls).unique(["pid", "correlation"], keep="first", maintain_order=True)
+            return (pl.DataFrame({"pid": pid, "correlation": correlation})
+                    .join(frame, on=["pid", "correlation"], how="left", maintain_order="left")["api"]
+                    .to_arrow().cast(pa.string()))
+        keys = _pair_key(pid, correlation)[0].fill_null(-1).to_numpy()   # -1: no call has it
+        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
+        hit = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), bool)
+        codes = pa.array(np.where(hit, self.codes[at] if len(self.keys) else 0, 0).astype(np.int32), mask=~hit)
+        return pa.DictionaryArray.from_arrays(codes, self.labels).cast(pa.string())
 
 
-def _pair_key(pid, correlation) -> pa.Array | None:
-    """(pid, correlation) as one int64, correlation << 24 | pid, when every pair fits (a 24-bit
-    pid, a correlation id in 0..2**39), else None. A pair with a null is null."""
+def _pair_key(pid, correlation) -> tuple[pa.Array, bool]:
+    """(pid, correlation) as one int64, correlation << 24 | pid, where the pair fits (a 24-bit
+    pid, a correlation id in 0..2**39), else null; and whether every pair without a null fits."""
     pid, correlation = (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in (pid, correlation))
-    for values, bits in ((pid, 24), (correlation, 39)):
-        lo, hi = pc.min_max(values).values()
-        if lo.is_valid and (lo.as_py() < 0 or hi.as_py() >= 1 << bits):
-            return None
-    return pc.add(pc.shift_left(correlation, 24), pid)
+    fits = pc.and_(pc.and_(pc.greater_equal(pid, 0), pc.less(pid, 1 << 24)),
+                   pc.and_(pc.greater_equal(correlation, 0), pc.less(correlation, 1 << 39)))
+    key = pc.if_else(fits, pc.add(pc.shift_left(correlation, 24), pid), None)
+    return key, pc.all(fits).as_py() is not False
 
 
 def _const(value, chunk: pa.RecordBatch) -> pa.Array:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CHUNK_ROWS = 1 << 18
+CHUNK_ROWS = 1 << 16
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
 
 def as_int(expr: str) -> str:
