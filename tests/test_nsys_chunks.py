@@ -99,3 +99,45 @@ def test_a_sane_but_absurd_record_is_dropped_after_the_tables_were_streamed(tmp_
     assert [w for w in res.warnings if w.startswith("dropped")] == [w for w in parsed.warnings if w.startswith("dropped")]
     got = Store(tmp_path / "s").connect().sql("SELECT * EXCLUDE (run, rank) FROM gpu_ops").to_arrow_table()
     assert got.cast(want["gpu_ops"].schema).equals(want["gpu_ops"])
+
+
+KERNEL_COLUMNS = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName",
+                  "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"]
+
+
+def _kernel(start: int, end: int, correlation: int) -> tuple:
+    return (start, end, 0, 7, correlation, 704643072, 0, 1, 1, 1, 128, 1, 1, 32)
+
+
+def test_a_chunk_whose_rows_the_filter_all_leaves_out_is_skipped(tmp_path):
+    """Runtime rows whose eventClass is neither runtime (0) nor driver (1), one of them text:
+    the runtime query returns no row, and the kernels are ingested alone (found by the fuzzer:
+    the empty chunk used to raise a KeyError)."""
+    from fuzzing import write_sqlite
+    from traceq.ingest import ingest
+
+    path = write_sqlite(tmp_path / "e.sqlite", [
+        ("StringIds", ["id", "value"], [(0, "k0"), (1, "cudaLaunchKernel"), (2, "cudaFree")]),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLUMNS, [_kernel(1000, 1050, 0), _kernel(1100, 1150, 1)]),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "eventClass", "nameId"],
+         [(990, 995, "abc", 1), (1090, 1095, 100000, 2)])])
+    res = ingest([path], tmp_path / "s", jobs=1)[0]
+    assert (res.counts["gpu_ops"], res.counts["host_ops"], res.warnings) == (2, 0, [])
+
+
+def test_absurd_time_bounds_beyond_int64_are_applied(tmp_path):
+    """A runtime call 5e17 ns before kernels at 0..1050 ns: the quartiles' margins lie beyond
+    int64 (the rule keeps everything within ±LIMIT_NS), which the Arrow comparison used to
+    reject (found by the fuzzer). The call and both kernels are kept."""
+    from fuzzing import write_sqlite
+    from traceq.ingest import ingest
+
+    path = write_sqlite(tmp_path / "e.sqlite", [
+        ("StringIds", ["id", "value"], [(0, "k0"), (1, "cudaLaunchKernel")]),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLUMNS, [_kernel(1000, 1050, 0), _kernel(0, 0, 0)]),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "eventClass", "globalTid", "nameId"],
+         [(-500_000_000_000_000_001, -500_000_000_000_000_000, 0, 0, 1)]),
+        ("NVTX_EVENTS", ["eventType"], [(59,)])])
+    res = ingest([path], tmp_path / "s", jobs=1)[0]
+    assert (res.counts["gpu_ops"], res.counts["host_ops"], res.counts["regions"]) == (2, 1, 0)
+    assert [w[:24] for w in res.warnings] == ["dropped 1 NVTX ranges wh"]

@@ -211,10 +211,14 @@ class _Export:
         def work(item):
             key, query, rows = item
             chunk = _decode_global_ids(read_chunk(self.path, query, rows))
+            if not chunk.num_rows:   # a rowid range whose rows the WHERE clause all leaves out
+                return key, None
             return key, translate[key](chunk) if key in translate else chunk
 
         calls, waited = [], None
         for key, out in ordered_map(work, self._plan(ACTIVITY)):
+            if out is None:
+                continue
             if key == "runtime":
                 calls.append(out[1])
                 yield "host_ops", out[0]
@@ -496,8 +500,9 @@ def _kept(batch: pa.RecordBatch, bounds: tuple[int, int, int] | None) -> pa.Arra
     """The rows of `batch` whose times check_times keeps (validate.keep_expr), None for all."""
     s, e = batch["start_ns"], batch["end_ns"]
     keep = pc.and_(pc.and_(pc.greater_equal(e, s), pc.greater_equal(s, -LIMIT_NS)), pc.less_equal(e, LIMIT_NS))
-    if bounds is not None:
-        keep = pc.and_(keep, pc.and_(pc.greater_equal(s, bounds[0]), pc.less_equal(e, bounds[1])))
+    if bounds is not None:   # bounds may lie beyond int64 (hostile times); the rows kept lie within ±LIMIT_NS
+        lo, hi = max(bounds[0], -LIMIT_NS), min(bounds[1], LIMIT_NS)
+        keep = pc.and_(keep, pc.and_(pc.greater_equal(s, lo), pc.less_equal(e, hi)))
     keep = pc.fill_null(keep, False)
     return None if pc.all(keep).as_py() is not False else keep
 
