@@ -428,7 +428,12 @@ class TableWriter:
     """One staged table file written piece by piece (a streaming reader): each piece is
     conformed to the table's schema and gets the run/rank columns; the file has the layout
     of `Store.stage`'s but smaller row groups (STREAM_ROW_GROUP rows: less held in memory).
-    No file until the first row."""
+    No file until the first row.
+
+    Row groups are encoded and written on a thread of their own (pyarrow releases the GIL),
+    so the reader goes on translating meanwhile; at most one row group is being written
+    while the next one fills (memory stays bounded). A write error is raised by the next
+    `write`, `restart` or `close`."""
 
     def __init__(self, path: Path, table: str, run: str, rank: int):
         self.path, self.table, self.run, self.rank = path, table, run, rank
@@ -436,6 +441,8 @@ class TableWriter:
         self._writer = None   # a pyarrow.parquet.ParquetWriter once the first rows arrive
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pool = None      # the writing thread, once there is a row group to write
+        self._busy = None      # the row group being written (a Future)
 
     def write(self, t: pa.Table) -> None:
         t = schema.conform(self.table, t)
@@ -445,37 +452,62 @@ class TableWriter:
         self._pending_rows += t.num_rows
         self.rows += t.num_rows
         if self._pending_rows >= STREAM_ROW_GROUP:
-            self._flush()
+            self._flush(wait=False)
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        import pyarrow as pa
+    def _flush(self, wait: bool = True) -> None:
+        if self._pending:
+            import pyarrow as pa
+
+            t = pa.concat_tables(self._pending)
+            self._pending, self._pending_rows = [], 0
+            self._wait()   # one row group in flight at a time, in order
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"write-{self.table}")
+            self._busy = self._pool.submit(self._write_group, t)
+        if wait:
+            self._wait()
+
+    def _write_group(self, t: pa.Table) -> None:
         import pyarrow.parquet as pq
 
-        t = pa.concat_tables(self._pending)
-        self._pending, self._pending_rows = [], 0
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, t.schema, **_WRITE_OPTIONS,
                                             use_dictionary=_text_columns(t.schema))
         self._writer.write_table(t, row_group_size=1 << 30)
 
+    def _wait(self) -> None:
+        busy, self._busy = self._busy, None
+        if busy is not None:
+            busy.result()
+
     def restart(self) -> None:
         """Forget what was written (a reader that must write its table again): the next
         write starts the file anew."""
         self._pending, self._pending_rows, self.rows = [], 0, 0
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        try:
+            self._wait()
+        finally:
+            self._close_file()
         self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         try:
             self._flush()
         finally:
-            if self._writer is not None:
-                self._writer.close()
-                self._writer = None
+            try:
+                self._wait()   # after a failed flush: let the thread finish before the file closes
+            finally:
+                self._close_file()
+                if self._pool is not None:
+                    self._pool.shutdown()
+                    self._pool = None
+
+    def _close_file(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def table_view(con, table: str, files: list[str]) -> None:
