@@ -304,8 +304,32 @@ class Bench:
             n["rows_ingested"] = counts
             n["rows_total"] = sum(v for v in counts.values() if v)
             n["rows_per_s"] = n["rows_total"] / n["wall_s"]
+        n["limit"] = self._nsys_limit(path, n)
         log(f"  -> {fmt(n.get('wall_s'))} s, {fmt(n.get('rows_per_s'), nd=0)} rows/s"
             + (f"  ERROR {n['error'][-300:]}" if not n.get("ok") else ""))
+
+    def _nsys_limit(self, path: Path, n: dict) -> dict:
+        """The limit beside the result: the ADBC reads alone of the same chunks, in fresh
+        processes (benchmarks/bench_nsys_read.py), and traceq's whole-process wall as a multiple."""
+        vals, err = [], None
+        for _ in range(self.rep["nsys"]):
+            r = subprocess.run([sys.executable, str(HERE / "bench_nsys_read.py"), str(path)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                err = (r.stderr or r.stdout)[-1000:]
+                break
+            vals.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        if not vals:
+            return {"error": err}
+        read_s = headline([v["read_s"] for v in vals], self.stat)
+        out = {"read_s": read_s, "read_s_all": [round(v["read_s"], 4) for v in vals],
+               "rows": vals[0]["rows"], "rows_per_s": vals[0]["rows"] / read_s,
+               "import_s": headline([v["import_s"] for v in vals], self.stat), "threads": vals[0]["threads"]}
+        if n.get("ok") and n.get("wall_s"):
+            out["traceq_wall_multiple"] = n["wall_s"] / read_s
+        log(f"  limit: the ADBC reads alone {read_s:.3f} s ({out['rows_per_s']:,.0f} rows/s on "
+            f"{out['threads']} threads), imports {out['import_s']:.3f} s")
+        return out
 
     def _row_counts(self, store: Path) -> dict:
         counts = {}

@@ -137,6 +137,12 @@ def _nsys_line(res: dict) -> None:
           f"rows in the store {n.get('rows_ingested')}: {fmt(n.get('rows_per_s'), nd=0)} rows/s "
           f"(goal >= {GOAL_NSYS_ROWS_S / 1e6:.0f} M: "
           f"{met(n.get('rows_per_s'), GOAL_NSYS_ROWS_S, 'ge')})")
+    lim = n.get("limit") or {}
+    if lim.get("read_s"):
+        print(f"   the limit: the SQLite reads alone (ADBC into Arrow, the same chunks on {lim.get('threads')} "
+              f"threads, no translation or Parquet, timed inside the process) {fmt(lim['read_s'])} s = "
+              f"{fmt(lim.get('rows_per_s'), nd=0)} rows/s, plus {fmt(lim.get('import_s'))} s of imports; "
+              f"traceq's whole process is {fmt(lim.get('traceq_wall_multiple'), 'x')} of the reads")
 
 
 def _startup_table(res: dict) -> None:
@@ -240,6 +246,11 @@ def goals(res: dict) -> list[dict]:
     v = n.get("rows_per_s")
     add("nsys ingest", f">= {GOAL_NSYS_ROWS_S / 1e6:g} M rows/s", v, f"{fmt(v / 1e6 if v else None, ' M rows/s')}",
         v is not None and v >= GOAL_NSYS_ROWS_S)
+    lim = n.get("limit") or {}
+    v = lim.get("traceq_wall_multiple")
+    out.append({"goal": "nsys ingest / the SQLite reads alone", "target": "reported", "value": v,
+                "measured": f"{fmt(v, 'x')} (reads {fmt(lim.get('read_s'), ' s')}, "
+                            f"{fmt((lim.get('rows_per_s') or 0) / 1e6 or None, ' M rows/s')})", "met": None})
     st = res.get("startup") or {}
     v = st.get("help_s")
     add("traceq --help, whole process", f"< {GOAL_HELP_S} s", v, fmt(v, " s", 3),

@@ -324,16 +324,22 @@ def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes
 
 # ------------------------------------------------------------------ the passes
 def _span(parts: list[Path]) -> tuple[tuple[int, int, int] | None, pl.DataFrame]:
-    """Pass 1: the trace's bounds (validate) and the times of the host B/E events."""
-    starts: list[np.ndarray] = []
+    """Pass 1: the trace's bounds (validate) and the times of the host B/E events.
+
+    The sane start times go into one array sized for every row (8 bytes per event, the one
+    thing here that grows with the trace), filled in place: no list of pieces to concatenate."""
+    starts = np.empty(sum(pq.read_metadata(p).num_rows for p in parts), np.int64)
+    n = 0
     host_be: list[pl.DataFrame] = []
     for ev in _scan(parts, ["ph", "cat", "ts", "dur"]):
         ev = _with_ns(ev)
-        starts.append(ev.filter(sane())["start_ns"].to_numpy())
+        sane_starts = ev.filter(sane())["start_ns"].to_numpy()
+        starts[n:n + len(sane_starts)] = sane_starts
+        n += len(sane_starts)
         be = ev.filter(pl.col("ph").is_in(_BE) & ~pl.col("cat").is_in(_GPU_CATS).fill_null(False))
         if be.height:
             host_be.append(be.select("start_ns", "end_ns"))
-    bounds = bounds_of(np.concatenate(starts) if starts else np.empty(0, np.int64))
+    bounds = bounds_of(starts[:n])
     return bounds, (pl.concat(host_be) if host_be else pl.DataFrame(schema={"start_ns": pl.Int64, "end_ns": pl.Int64}))
 
 
