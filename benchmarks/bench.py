@@ -106,6 +106,18 @@ def versions(hta: str | None) -> dict:
     return v
 
 
+
+def _probe(argv: list[str], repeats: int) -> tuple[list[dict], str | None]:
+    """Run a limit probe (a script printing one JSON line) `repeats` times in fresh processes:
+    its results, and the error of the first failing run (then it stops)."""
+    vals: list[dict] = []
+    for _ in range(repeats):
+        r = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+        if r.returncode != 0:
+            return vals, (r.stderr or r.stdout)[-1000:]
+        vals.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    return vals, None
+
 class Bench:
     def __init__(self, args, parts: set[str]):
         self.args = args
@@ -221,15 +233,7 @@ class Bench:
         for k in DECODE_KEYS:
             dec[k] = {}
             for mode in ("generic", "typed"):
-                vals = []
-                err = None
-                for _ in range(self.rep["decode"]):
-                    r = subprocess.run([sys.executable, probe, str(self.files[k]), mode],
-                                       capture_output=True, text=True)
-                    if r.returncode != 0:
-                        err = (r.stderr or r.stdout)[-1000:]
-                        break
-                    vals.append(json.loads(r.stdout.strip().splitlines()[-1]))
+                vals, err = _probe([probe, str(self.files[k]), mode], self.rep["decode"])
                 if not vals:
                     dec[k][mode] = {"error": err}
                     continue
@@ -311,14 +315,7 @@ class Bench:
     def _nsys_limit(self, path: Path, n: dict) -> dict:
         """The limit beside the result: the ADBC reads alone of the same chunks, in fresh
         processes (benchmarks/bench_nsys_read.py), and traceq's whole-process wall as a multiple."""
-        vals, err = [], None
-        for _ in range(self.rep["nsys"]):
-            r = subprocess.run([sys.executable, str(HERE / "bench_nsys_read.py"), str(path)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                err = (r.stderr or r.stdout)[-1000:]
-                break
-            vals.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        vals, err = _probe([str(HERE / "bench_nsys_read.py"), str(path)], self.rep["nsys"])
         if not vals:
             return {"error": err}
         read_s = headline([v["read_s"] for v in vals], self.stat)
