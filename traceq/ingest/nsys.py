@@ -18,10 +18,13 @@ names, categories and enum labels are computed once per distinct StringIds id or
 `globalTid`/`globalPid` are decoded per chunk (PID = bits 24..47, TID = bits 0..23). NVTX
 nesting depth is a numpy sweep.
 
+In the store, the translated chunks stream straight into the staged gpu_ops/host_ops files
+(`Parsed.fill`, `read(stream=True)`): memory is bounded by the chunk size, not the export's.
 Time validation (`validate.check_times`) needs the quartiles of all start times only when
 something could be dropped: when every record's times are valid and the whole capture spans
 less than the smallest margin the rule allows (1000 s), nothing can be, and the quantiles are
-not computed.
+not computed. Otherwise they come from a second read of the times alone, and if the rule drops
+records already written, both tables are written again with the rule applied.
 """
 from __future__ import annotations
 
