@@ -69,7 +69,7 @@ def test_real_gpu_trace_pair_report_renders_offline_without_errors(tmp_path):
     assert_renders(info, charts=per_run | {"diff-categories"},
                    tables={"ranks", "hotspots", "regions", "stall-steps", "stall-causes", "overlap-ranks",
                            "diff-headline", "diff-categories", "diff-kernels", "diff-regions"})
-    assert info["runs"] == ["control", "test", "diff"]
+    assert info["runs"] == ["control", "test", "diff", "compare"]   # the comparison section: two or more runs
     # every per-run chart appears once per run
     kinds = [c["kind"] for c in info["charts"]]
     assert all(kinds.count(k) == 2 for k in per_run)
