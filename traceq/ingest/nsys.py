@@ -45,7 +45,7 @@ from ..threads import ordered_map
 from .common import Parsed, nesting_depth
 from .nsys_activity import SYNC_CALLS, Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
-from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, sane
+from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, keep_expr, sane
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -500,14 +500,11 @@ _VALID = sane()
 
 
 def _kept(batch: pa.RecordBatch, bounds: tuple[int, int, int] | None) -> pa.Array | None:
-    """The rows of `batch` whose times check_times keeps (validate.keep_expr), None for all."""
-    s, e = batch["start_ns"], batch["end_ns"]
-    keep = pc.and_(pc.and_(pc.greater_equal(e, s), pc.greater_equal(s, -LIMIT_NS)), pc.less_equal(e, LIMIT_NS))
-    if bounds is not None:   # bounds may lie beyond int64 (hostile times); the rows kept lie within ±LIMIT_NS
-        lo, hi = max(bounds[0], -LIMIT_NS), min(bounds[1], LIMIT_NS)
-        keep = pc.and_(keep, pc.and_(pc.greater_equal(s, lo), pc.less_equal(e, hi)))
-    keep = pc.fill_null(keep, False)
-    return None if pc.all(keep).as_py() is not False else keep
+    """The rows of `batch` whose times check_times keeps (`validate.keep_expr`, the rule
+    Kineto's translation applies too), None for all."""
+    times = pl.from_arrow(batch.select(["start_ns", "end_ns"]))
+    keep = times.select(keep_expr(bounds).fill_null(False).alias("k"))["k"]
+    return None if keep.all() else keep.to_arrow()
 
 
 def _describe(row: dict) -> str:

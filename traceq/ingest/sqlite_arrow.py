@@ -21,6 +21,7 @@ import pyarrow as pa
 CHUNK_ROWS = 1 << 16
 _ROWID_NAMES = ("rowid", "_rowid_", "oid")
 
+
 def as_int(expr: str) -> str:
     """An SQL expression as an integer whatever its storage class: integers as they are,
     reals that fit int64 truncated, anything else (text, blobs, 1e300) NULL."""
