@@ -4,6 +4,10 @@ views, and returns a `Finding` that cites it (kernel names, counts, ms, % of GPU
 ms per step). `findings(scope)` runs every rule, drops what is below the floor (< 1 % of
 GPU time AND < 0.1 ms per step) and ranks the rest by estimated time to win per step.
 
+The advice names PyTorch APIs only where the scope shows PyTorch (queries/framework.sql,
+`Evidence.said`); elsewhere the same finding gets the fix in CUDA/HIP runtime calls and
+framework-neutral terms.
+
 Rules that need the stall attribution (memory_management, synchronization, launch
 overhead, data loading, host compute) run only when a `Stalls` result is passed in
 (`traceq diagnose` does); the kernel-evidence rules (channels_last, zero_grad, fused

@@ -49,11 +49,18 @@ class Evidence:
     backward_gpu: int
     optimizer_host: int
     optimizer_gpu: int
+    pytorch: bool = False  # PyTorch evidence (queries/framework.sql): advice may name PyTorch APIs
 
     @property
     def training(self) -> bool:
         """Backward or optimizer evidence; without both the trace is inference."""
         return bool(self.backward_host or self.backward_gpu or self.optimizer_host or self.optimizer_gpu)
+
+    def said(self, pytorch: str, cuda: str) -> str:
+        """The advice in PyTorch's words when the scope shows PyTorch, else `cuda`: the same
+        fix in CUDA/HIP runtime calls and framework-neutral terms (a CUDA application, JAX,
+        TensorFlow or TensorRT program is not told to change a DataLoader)."""
+        return pytorch if self.pytorch else cuda
 
     def pct(self, ns: float) -> float:
         return 100.0 * ns / self.gpu_ns if self.gpu_ns else 0.0
@@ -74,6 +81,7 @@ def evidence_parts(scope) -> tuple[dict, pl.DataFrame]:
     """The scope's facts (queries/advice_run.sql: counts and sums) and ops (advice_ops.sql:
     counts and sums per kernel/copy group): both add up over ranks (merge_evidence)."""
     scope.ensure_steps()
+    queries.install_macros(scope.con)
     return scope.df(queries.load("advice_run")).row(0, named=True), scope.df(queries.load("advice_ops"))
 
 
@@ -95,7 +103,7 @@ def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:
 def _evidence(facts: dict, ops: pl.DataFrame) -> Evidence:
     steps = int(facts["steps"]) or int(facts["ranks"])
     return Evidence(ops, steps, int(facts["gpu_ns"]), int(facts["backward_host"]), int(facts["backward_gpu"]),
-                    int(facts["optimizer_host"]), int(facts["optimizer_gpu"]))
+                    int(facts["optimizer_host"]), int(facts["optimizer_gpu"]), bool(facts.get("pytorch")))
 
 
 def ms(ns: float) -> str:

@@ -87,12 +87,12 @@ def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
             "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
     pct = st.data_wait_pct()
     if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
-        return "data", pct, (f"{what}; DataLoader wait {pct:.1f} % of step time "
+        return "data", pct, (f"{what}; {st.wait_words} {pct:.1f} % of step time "
                              f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
     # cut before its GPU events, a trace says nothing of what bounds the run: "unknown", not host
     return ("host" if truncated is None else "unknown"), 100.0 - (pct or 0.0), (
         what + (": the host does all the work" if truncated is None else "")
-        + ("" if pct is None else f"; DataLoader wait {pct:.1f} % of step time"))
+        + ("" if pct is None else f"; {st.wait_words} {pct:.1f} % of step time"))
 
 
 def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:

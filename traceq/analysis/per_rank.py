@@ -216,7 +216,8 @@ def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
         con.unregister("st_busy")
         con.unregister("st_gaps")
     res = Stalls(causes, _concat([p.steps for p in parts]), gaps, min_gap_us, data_pattern,
-                 any(p.single_process_loader for p in parts), _concat([p.launch for p in parts]))
+                 any(p.single_process_loader for p in parts), _concat([p.launch for p in parts]),
+                 any(p.pytorch for p in parts))
     return res, _findings(scope, outs)
 
 

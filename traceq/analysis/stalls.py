@@ -33,6 +33,7 @@ class Stalls:
     data_pattern: str | None = None
     single_process_loader: bool = False   # a DataLoader with num_workers=0 was seen
     launch: pl.DataFrame | None = None    # launch statistics per rank (launch_stats.sql)
+    pytorch: bool = False                 # PyTorch evidence (framework.sql): advice may name PyTorch APIs
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:
@@ -54,6 +55,12 @@ class Stalls:
     def queued_gaps(self) -> int:
         g = self.gaps
         return int(g["queued"].fill_null(False).sum()) if g.height and "queued" in g.columns else 0
+
+    @property
+    def wait_words(self) -> str:
+        """What the host's data wait is called: "DataLoader wait" in a PyTorch program, else
+        "data wait" (timer IO or --data-pattern regions of any program)."""
+        return "DataLoader wait" if self.pytorch else "data wait"
 
     def data_bound(self) -> bool:
         pct = self.data_wait_pct()
@@ -99,7 +106,8 @@ def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pat
         "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
         "WHERE r.run = $run AND r.source = 'dataloader' AND r.name LIKE '%SingleProcessDataLoaderIter%'")["n"][0])
     launch = scope.df(queries.load("launch_stats"))
-    return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single, launch)
+    pytorch = bool(scope.df(queries.load("framework"))["pytorch"][0])
+    return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single, launch, pytorch)
 
 
 def data_steps(scope: Scope, data_pattern: str | None = None) -> pl.DataFrame:
@@ -139,7 +147,7 @@ def headline(res: Stalls, scope: Scope) -> str:
         return (f"{where}: no ProfilerStep, timer BATCH or DataLoader regions, and no data loading seen "
                 "(--data-pattern marks your own regions as data loading)")
     timer_only = set(st["step_source"]) == {"BATCH"}
-    what, of, unit = ("IO", "BATCH time", "batch") if timer_only else ("DataLoader wait", "step time", "step")
+    what, of, unit = ("IO", "BATCH time", "batch") if timer_only else (res.wait_words, "step time", "step")
     verdict = "data-bound" if pct > DATA_WAIT_ADVICE_PCT else "not data-bound"
     line = (f"{where}: {what} {pct:.1f} % of {of} ({st.height} {unit}{'es' if timer_only else 's'}, "
             f"mean {unit} {_ms(st['step_ns'].mean())}) — {verdict}")
@@ -169,7 +177,10 @@ def advice(res: Stalls) -> list[str]:
     the other causes when they dominate GPU idle time."""
     out = []
     pct = res.data_wait_pct()
-    if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
+    if pct is not None and pct > DATA_WAIT_ADVICE_PCT and not res.pytorch:
+        out.append(f"advice [data loading, {pct:.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]: "
+                   + NEUTRAL_DATA_ADVICE)
+    elif pct is not None and pct > DATA_WAIT_ADVICE_PCT:
         head = f"advice [data loading, {pct:.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
         if res.single_process_loader:
             out.append(f"{head} the DataLoader runs in the training process (num_workers=0): set num_workers "
@@ -185,9 +196,10 @@ def advice(res: Stalls) -> list[str]:
     c = res.causes
     if c.height and c["idle_pct"].sum() > 10:
         top = c.sort("idle_ns", descending=True).row(0, named=True)
-        if top["cause"] in CAUSE_ADVICE:
+        said = CAUSE_ADVICE if res.pytorch else NEUTRAL_CAUSE_ADVICE
+        if top["cause"] in said:
             out.append(f"advice [{top['cause'].replace('_', ' ')}, {top['share_pct']:.0f} % of GPU idle time]: "
-                       + CAUSE_ADVICE[top["cause"]])
+                       + said[top["cause"]])
     return out
 
 
@@ -205,3 +217,26 @@ CAUSE_ADVICE = {
     "communication": "the host waits in collectives: overlap communication with compute (DDP bucketing), fewer/larger "
                      "collectives",
 }
+
+# The same, where the scope shows no PyTorch (framework.sql: a CUDA/HIP application, a JAX,
+# TensorFlow or TensorRT program, timer regions alone): CUDA/HIP calls, framework-neutral fixes.
+NEUTRAL_CAUSE_ADVICE = {
+    "synchronization": "the host blocks on the GPU (cudaStreamSynchronize/cudaDeviceSynchronize/cudaEventSynchronize): "
+                       "synchronize only where the host needs a result, order streams with events",
+    "blocking_copy": "synchronous or pageable copies: allocate host buffers page-locked (cudaMallocHost/cudaHostRegister) "
+                     "and copy with cudaMemcpyAsync",
+    "memory_management": "allocator churn (cudaMalloc/cudaFree while the GPU idles): allocate once outside the loop and "
+                         "reuse, or use the stream-ordered pool (cudaMallocAsync)",
+    "launch_overhead": "the host spends the gaps issuing kernels: fewer, larger kernels (fusion), CUDA graphs, or more "
+                       "work per launch",
+    "host_compute": "the host computes while the GPU idles: CPU-bound; move host work off the launching thread, more "
+                    "work per launch, CUDA graphs",
+    "communication": "the host waits in collectives: overlap communication with compute, fewer/larger collectives",
+}
+
+# Data-loading advice where the scope shows no PyTorch (timer IO regions, --data-pattern
+# regions): the fixes every input pipeline has, with each framework's knob as an example.
+NEUTRAL_DATA_ADVICE = ("prepare input ahead of the GPU: load and decode in parallel workers or threads and prefetch "
+                       "the next batches (PyTorch DataLoader num_workers, tf.data prefetch and num_parallel_calls, "
+                       "DALI), read into page-locked buffers and copy asynchronously, cache or GPU-decode samples when "
+                       "per-sample loading is the slow part")

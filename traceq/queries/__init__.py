@@ -14,8 +14,10 @@ def load(name: str) -> str:
 
 
 def install_macros(con) -> None:
-    """Define the shared interval macros (intervals.sql) on a DuckDB connection (idempotent)."""
+    """Define the shared macros (intervals.sql, framework_macros.sql) on a DuckDB connection
+    (idempotent)."""
     con.execute(load("intervals"))
+    con.execute(load("framework_macros"))
 
 
 @cache

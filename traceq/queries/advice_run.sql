@@ -11,16 +11,21 @@
 --                *zero_grad*, or GPU kernels of category optimizer
 -- A scope with neither backward nor optimizer evidence is an inference trace: no training
 -- advice is given for it.
+--   pytorch      PyTorch evidence, as queries/framework.sql defines it (kernels of library
+--                ATen; host ops; regions with a PyTorch name): without it advice names
+--                CUDA/HIP calls, not PyTorch APIs
 --
--- Parameters: $run (text). Requires scope_window and scope_steps (Scope.ensure_steps).
+-- Parameters: $run (text). Requires scope_window, scope_steps (Scope.ensure_steps) and the
+-- macros of framework_macros.sql (queries.install_macros).
 --
 -- Output columns (one row):
 --   ranks, steps                 ranks in scope; steps in scope (as defined above)
 --   gpu_ns                       summed duration of kernels, copies and memsets, ns
 --   backward_host, backward_gpu  host ops/regions and GPU kernels showing a backward pass
 --   optimizer_host, optimizer_gpu  host ops/regions and GPU kernels showing an optimizer
+--   pytorch                      kinds of PyTorch evidence found, 0-3
 WITH g AS (
-    SELECT g.name, g.kind, g.category, count(*) AS n
+    SELECT g.name, g.kind, g.category, g.library, count(*) AS n
     FROM gpu_ops g JOIN scope_window w ON w.rank = g.rank
     WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
       AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
@@ -49,4 +54,7 @@ SELECT (SELECT count(*) FROM scope_window) AS ranks,
        (SELECT coalesce(sum(n), 0) FROM g WHERE kind = 'kernel'
                AND regexp_matches(name, '(?i)backward|_bw_|dgrad|wgrad')) AS backward_gpu,
        (SELECT coalesce(sum(n), 0) FROM names WHERE regexp_matches(name, '(?i)^optimizer\.|zero_grad')) AS optimizer_host,
-       (SELECT coalesce(sum(n), 0) FROM g WHERE category = 'optimizer') AS optimizer_gpu
+       (SELECT coalesce(sum(n), 0) FROM g WHERE category = 'optimizer') AS optimizer_gpu,
+       (SELECT count(*) FROM (SELECT 1 FROM g WHERE library = 'ATen' LIMIT 1))
+         + (SELECT count(*) FROM (SELECT 1 FROM names WHERE what = 'host' AND pytorch_name(name) LIMIT 1))
+         + (SELECT count(*) FROM (SELECT 1 FROM names WHERE what <> 'host' AND pytorch_name(name) LIMIT 1)) AS pytorch

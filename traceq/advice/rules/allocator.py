@@ -35,6 +35,10 @@ def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
         "allocator_churn", "memory_management",
         f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}",
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
-        "keep PyTorch's caching allocator on (no PYTORCH_NO_CUDA_MEMORY_CACHING / HIP equivalent), do not call "
-        "torch.cuda.empty_cache() inside the loop, keep tensor shapes stable (or set "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) so memory is reused instead of cudaMalloc/cudaFree each step")
+        ev.said("keep PyTorch's caching allocator on (no PYTORCH_NO_CUDA_MEMORY_CACHING / HIP equivalent), do not call "
+                "torch.cuda.empty_cache() inside the loop, keep tensor shapes stable (or set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) so memory is reused instead of cudaMalloc/cudaFree "
+                "each step",
+                "allocate device memory once, outside the loop, and reuse it, or allocate from the stream-ordered pool "
+                "(cudaMallocAsync/cudaFreeAsync with a cudaMemPool release threshold; hipMallocAsync on ROCm), so the "
+                "loop stops calling cudaMalloc/cudaFree"))

@@ -41,6 +41,9 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
     return kernel_finding(
         "channels_last", "transpose", conversions, ev,
         f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels",
-        "train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
-        "x.to(memory_format=torch.channels_last), with AMP, so cuDNN runs NHWC convolutions without conversions",
+        ev.said("train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
+                "x.to(memory_format=torch.channels_last), with AMP, so cuDNN runs NHWC convolutions without conversions",
+                "keep activations NHWC end to end (TensorFlow/Keras: data_format='channels_last'; JAX/Flax: NHWC, "
+                "the default; cuDNN: CUDNN_TENSOR_NHWC descriptors), in FP16/BF16, so cuDNN runs NHWC convolutions "
+                "without conversions"),
         beside)

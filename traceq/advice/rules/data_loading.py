@@ -8,7 +8,7 @@ Estimated gain: the data-loading idle time per step (CPU-only: the data wait per
 """
 from __future__ import annotations
 
-from ...analysis.stalls import DATA_WAIT_ADVICE_PCT
+from ...analysis.stalls import DATA_WAIT_ADVICE_PCT, NEUTRAL_DATA_ADVICE
 from ..base import Evidence, Finding
 from ._stall import cause_row, idle_text
 
@@ -16,8 +16,9 @@ from ._stall import cause_row, idle_text
 def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
     workers = ("the DataLoader runs in the training process (num_workers=0): set num_workers (e.g. 4-8 per GPU)"
                if stalls.single_process_loader else "raise DataLoader num_workers")
-    advice = (f"{workers}; pin_memory=True with .to(device, non_blocking=True); prefetch_factor and "
-              "persistent_workers=True; cache or GPU-decode samples when per-sample loading is the slow part")
+    advice = ev.said(f"{workers}; pin_memory=True with .to(device, non_blocking=True); prefetch_factor and "
+                     "persistent_workers=True; cache or GPU-decode samples when per-sample loading is the slow part",
+                     NEUTRAL_DATA_ADVICE)
     row = cause_row(stalls, "data_loading")
     if row is not None and row["idle_ns"]:
         return Finding("dataloader", "data_loading", idle_text(row, ev, "loading data"),
@@ -27,7 +28,7 @@ def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
         st = stalls.steps
         ns = int(st["data_wait_ns"].sum())
         return Finding("dataloader", "data_loading",
-                       f"DataLoader wait {ns / 1e6:,.2f} ms = {pct:.1f} % of step time (> {DATA_WAIT_ADVICE_PCT:g} %) "
+                       f"{stalls.wait_words} {ns / 1e6:,.2f} ms = {pct:.1f} % of step time (> {DATA_WAIT_ADVICE_PCT:g} %) "
                        f"over {st.height} steps, {ns / 1e6 / max(st.height, 1):.2f} ms/step",
                        0.0, ns / 1e6 / max(st.height, 1), advice)
     return None

@@ -28,5 +28,8 @@ def fused_optimizer(scope, ev: Evidence) -> Finding | None:
     return kernel_finding(
         "fused_optimizer", "optimizer", opt, ev,
         f"{opt['n'].sum():,} optimizer kernels ({per_step:,.0f} per step >= {FUSED_MIN_PER_STEP})",
-        "use a fused or foreach optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True; "
-        "apex FusedAdam), so one step is a few multi-tensor kernels instead of several per parameter")
+        ev.said("use a fused or foreach optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True; "
+                "apex FusedAdam), so one step is a few multi-tensor kernels instead of several per parameter",
+                "update all parameters with a few multi-tensor kernels instead of several per parameter: a fused "
+                "multi-tensor optimizer, or the whole update compiled as one function (XLA: jax.jit, "
+                "tf.function(jit_compile=True))"))

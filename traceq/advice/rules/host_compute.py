@@ -20,5 +20,8 @@ def host_compute(scope, ev: Evidence, stalls) -> Finding | None:
     return Finding(
         "host_bound", "host_compute", idle_text(row, ev, "computing on the CPU (framework/Python ops)") + queued_text(row),
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
-        "the CPU cannot keep the GPU fed: torch.compile (less Python and dispatcher work per step), CUDA graphs, "
-        "a larger batch per launch, or move CPU-side work (preprocessing, logging, metrics) off the training thread")
+        ev.said("the CPU cannot keep the GPU fed: torch.compile (less Python and dispatcher work per step), CUDA graphs, "
+                "a larger batch per launch, or move CPU-side work (preprocessing, logging, metrics) off the training "
+                "thread",
+                "the CPU cannot keep the GPU fed: move host-side work (preprocessing, logging, checks) off the "
+                "launching thread, launch more work per call, or replay the launch sequence as a CUDA graph"))

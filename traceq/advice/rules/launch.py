@@ -39,5 +39,8 @@ def launch_overhead(scope, ev: Evidence, stalls) -> Finding | None:
         f"mean kernel {mean_kernel / 1e3:.1f} µs, {short_pct:.0f} % of {kernels:,} kernels < 10 µs, "
         f"{graphs:,} graph launches{queued_text(row)}",
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
-        "cut launches: torch.compile (fuses small kernels; mode='reduce-overhead' adds CUDA graphs), "
-        "CUDA graphs (torch.cuda.graphs) for static shapes, fused/foreach optimizers, or a larger batch")
+        ev.said("cut launches: torch.compile (fuses small kernels; mode='reduce-overhead' adds CUDA graphs), "
+                "CUDA graphs (torch.cuda.graphs) for static shapes, fused/foreach optimizers, or a larger batch",
+                "cut launches: fuse small kernels, capture the repeated launch sequence once in a CUDA graph and "
+                "replay it (cudaStreamBeginCapture ... cudaGraphLaunch; hipGraph on ROCm), or give each kernel more "
+                "work (a larger batch or problem per launch)"))

@@ -23,5 +23,8 @@ def pinned_memory(scope, ev: Evidence) -> Finding | None:
     return kernel_finding(
         "pinned_memory", "memcpy", pageable, ev,
         f"{pageable['n'].sum():,} copies from/to pageable host memory ({nbytes / 1e6:,.1f} MB)",
-        "pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
-        "tensor.to(device, non_blocking=True) so the copy is asynchronous")
+        ev.said("pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
+                "tensor.to(device, non_blocking=True) so the copy is asynchronous",
+                "allocate the host buffers page-locked (cudaMallocHost/cudaHostAlloc, or cudaHostRegister on memory "
+                "you already have; hipHostMalloc/hipHostRegister on ROCm) and copy with cudaMemcpyAsync on a stream, "
+                "so copies run at full bandwidth and can overlap compute"))

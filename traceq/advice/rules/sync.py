@@ -30,5 +30,10 @@ def synchronization(scope, ev: Evidence, stalls) -> Finding | None:
         f"GPU idle {ns / 1e6:,.2f} ms ({ev.per_step_ms(ns):.2f} ms/step) in {gaps:,} gaps while the host was blocked "
         f"({split}); calls: {calls_text(calls) or 'none named'}",
         ns / 1e6, ev.per_step_ms(ns),
-        "remove per-step host syncs: no .item()/.cpu()/print of GPU tensors or torch.cuda.synchronize() in the loop "
-        "(accumulate metrics on the GPU, read them every N steps), and copy with non_blocking=True from pinned memory")
+        ev.said("remove per-step host syncs: no .item()/.cpu()/print of GPU tensors or torch.cuda.synchronize() in the "
+                "loop (accumulate metrics on the GPU, read them every N steps), and copy with non_blocking=True from "
+                "pinned memory",
+                "remove host syncs from the loop: synchronize only where the host needs a result "
+                "(cudaDeviceSynchronize/cudaStreamSynchronize wait for all queued work), order work across streams "
+                "with events (cudaEventRecord + cudaStreamWaitEvent), and replace synchronous cudaMemcpy by "
+                "cudaMemcpyAsync from pinned memory (the hip* calls on ROCm)"))
