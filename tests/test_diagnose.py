@@ -308,6 +308,29 @@ def test_zero_grad_not_where_zero_grad_launches_nothing(store):
     assert "zero_grad_set_to_none" not in _ids(store, "kineto/hta/trace_diff/control/control.json.gz")
 
 
+def test_launch_context_flags_by_construction(tmp_path):
+    """advice_ops' in_zero_grad / in_optimizer on a synthetic trace (the interval index of
+    intervals.sql): closed bounds, nesting, other threads and launches outside any context."""
+    t = Trace()
+    t.step(1, 0, 10_000)
+    t.cpu_op("Optimizer.zero_grad#SGD.zero_grad", 0, 100)
+    t.launch("fill_a", 0, 5, 200, 1)                      # starts at the context's start: inside
+    t.launch("fill_b", 95, 5, 210, 1)                     # ends at the context's end: inside
+    t.launch("fill_c", 96, 5, 220, 1)                     # ends after it: outside
+    t.cpu_op("Optimizer.step#SGD.step", 1000, 1000)
+    t.annotation("optimizer_zero_grad_inside_step", 1100, 100)
+    t.launch("opt_nested", 1150, 5, 1300, 1)              # in both (nested zero_grad region)
+    t.launch("opt_a", 1500, 5, 1400, 1)
+    t.launch("opt_other_thread", 1500, 5, 1410, 1, tid=777)
+    t.launch("outside", 3000, 5, 3100, 1)
+    ingest([t.write(tmp_path / "t.json.gz")], store=tmp_path / "s", jobs=1)
+    ops = evidence_for(open_scope(tmp_path / "s")).ops
+    flags = {r["name"]: (r["in_zero_grad"], r["in_optimizer"]) for r in ops.iter_rows(named=True)}
+    assert flags == {"fill_a": (True, False), "fill_b": (True, False), "fill_c": (False, False),
+                     "opt_nested": (True, True), "opt_a": (False, True), "opt_other_thread": (False, False),
+                     "outside": (False, False)}
+
+
 @pytest.mark.shared
 def test_fused_optimizer_fires_with_hundreds_of_optimizer_kernels_per_step(store):
     f = _ids(store, "kineto/hta/df_index_resolver/df_index_resolver.json.gz")["fused_optimizer"]

@@ -10,7 +10,8 @@
 -- annotations, NVTX ranges). Ops without a launching call (nsys/Kineto without host
 -- records) have both flags false.
 --
--- Parameters: $run (text). Requires scope_window.
+-- Parameters: $run (text). Requires scope_window and the macros of intervals.sql
+-- (queries.install_macros).
 --
 -- Output columns (one row per distinct (kind, name, category, src_kind, dst_kind,
 -- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):
@@ -51,11 +52,20 @@ WITH ops AS (
     WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
       AND h.rank IN (SELECT rank FROM scope_window)
       AND EXISTS (SELECT 1 FROM ctx)
+), ctx_iv AS (
+    SELECT {'rank': rank, 'pid': pid, 'tid': tid} AS key, row_number() OVER () AS oid, start_ns, end_ns, zg
+    FROM ctx WHERE tid IS NOT NULL
+), launch_iv AS (
+    SELECT {'rank': rank, 'pid': pid, 'tid': tid} AS key, row_number() OVER () AS iid, rank, pid, correlation,
+           start_ns, end_ns
+    FROM launch WHERE tid IS NOT NULL
 ), flagged AS (
+    -- launches inside the contexts (closed bounds, same rank, process and thread): the interval
+    -- index of intervals.sql (a plain range join is quadratic in launches x contexts per thread)
     SELECT l.rank, l.pid, l.correlation, bool_or(c.zg) AS in_zero_grad, bool_or(NOT c.zg) AS in_optimizer
-    FROM launch l
-    JOIN ctx c ON c.rank = l.rank AND c.tid = l.tid AND c.pid IS NOT DISTINCT FROM l.pid
-              AND c.start_ns <= l.start_ns AND l.end_ns <= c.end_ns
+    FROM iv_contains(ctx_iv, launch_iv) x
+    JOIN ctx_iv c ON c.oid = x.oid
+    JOIN launch_iv l ON l.iid = x.iid
     GROUP BY ALL
 )
 SELECT o.kind, o.name, o.identity, o.category, o.src_kind, o.dst_kind,
