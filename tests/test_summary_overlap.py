@@ -323,3 +323,28 @@ def test_exposed_share_of_step_time_never_exceeds_100_pct(tmp_path):
     assert row["exposed_step_pct"] == pytest.approx(100 * 355 / 460)
     out = CliRunner().invoke(app, ["overlap", "--store", str(tmp_path / "s")]).output
     assert "exposed 355.0 µs (77.2 % of step time)" in out
+
+
+def test_each_op_gets_the_step_whose_span_holds_its_launch(tmp_path):
+    """overlap_ops' step of an op (HTA's iteration rule, an as-of join over disjoint steps), by
+    construction: steps are cut where the next one starts, empty ones hold nothing, a launch
+    at a step's end belongs to the next step or to none."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from kineto_synth import Trace
+
+    from traceq.analysis.overlap import prepare_overlap
+
+    t = Trace()
+    for n, ts, dur in ((1, 0, 1000), (2, 1000, 1000), (3, 1500, 1200), (4, 3000, 100), (5, 3000, 500)):
+        t.step(n, ts, dur)     # #3 overlaps #2 (cuts it at 1500); #4 and #5 start together: #4 is empty
+    expected = {10: 1, 999: 1, 1000: 2, 1499: 2, 1500: 3, 2600: 3, 2700: None, 2800: None, 3000: 5, 3499: 5,
+                3500: None, 3600: None}
+    for launch_us in expected:
+        t.launch("k", launch_us, 1, launch_us + 5, 1)
+    ingest([t.write(tmp_path / "t.pt.trace.json.gz")], store=tmp_path / "s", jobs=1)
+    scope = open_scope(tmp_path / "s")
+    prepare_overlap(scope)
+    got = scope.df("SELECT step FROM overlap_ops ORDER BY start_ns")["step"].to_list()
+    assert got == list(expected.values())     # the kernels run in launch order

@@ -21,16 +21,20 @@ launch AS (       -- the runtime/driver call that launched each correlation id o
       AND correlation IN (SELECT correlation FROM analysis_ops)
     GROUP BY rank, correlation
 ),
-steps AS (        -- made disjoint (a step ends at the latest when the next one starts), so
-                  -- that the range join below gives each op at most one step
-    SELECT rank, step, start_ns,
-           least(end_ns, coalesce(lead(start_ns) OVER (PARTITION BY rank ORDER BY start_ns, step), end_ns)) AS end_ns
-    FROM regions WHERE run = $run AND source = 'step' AND domain IS NULL AND step IS NOT NULL
+steps AS (        -- made disjoint (a step ends at the latest when the next one starts) and
+                  -- without the empty ones (they hold no launch), so that each op's step is
+                  -- the last one that started at or before its launch, if it has not ended:
+                  -- an as-of join, linear where a range join is ops x steps per rank
+    SELECT * FROM (
+        SELECT rank, step, start_ns,
+               least(end_ns, coalesce(lead(start_ns) OVER (PARTITION BY rank ORDER BY start_ns, step), end_ns)) AS end_ns
+        FROM regions WHERE run = $run AND source = 'step' AND domain IS NULL AND step IS NOT NULL
+    ) WHERE end_ns > start_ns
 ),
 launched AS (
     SELECT o.*, l.launch_ns
     FROM analysis_ops o LEFT JOIN launch l ON l.rank = o.rank AND l.correlation = o.correlation
 )
-SELECT o.* EXCLUDE (launch_ns), s.step
+SELECT o.* EXCLUDE (launch_ns), CASE WHEN o.launch_ns < s.end_ns THEN s.step END AS step
 FROM launched o
-LEFT JOIN steps s ON s.rank = o.rank AND o.launch_ns >= s.start_ns AND o.launch_ns < s.end_ns;
+ASOF LEFT JOIN steps s ON s.rank = o.rank AND o.launch_ns >= s.start_ns;
