@@ -225,7 +225,8 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
     st_mod = analysis("stalls")
     if st_mod:
         sec = Section("stalls", "Data-loading stalls and GPU starvation",
-                      intro="Per step: the time the host spent waiting for data (DataLoader) and the rest of the step; "
+                      intro="Per step: the time the host spent waiting for data (DataLoader, timer IO or data regions) and the "
+                            "rest of the step; "
                             "GPU idle gaps ≥ 50 µs attributed to what the host was doing (data_loading, communication, "
                             "synchronization, blocking_copy, memory_management, launch_overhead, host_compute, "
                             "unattributed).")
@@ -369,7 +370,8 @@ def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Tab
                           f"{steps.height} {' + '.join(what.get(s, s) for s in src)}"
                           + (f", slowest rank {per.sort('step_mean_ns', descending=True)['rank'][0]}" if per.height > 1 else "")))
         pct = st.data_wait_pct()
-        cards.append(Card("data wait", _pct(pct), "host waiting on the DataLoader, share of step time (> 5 % = data-bound)",
+        waiting = "on the DataLoader" if st.pytorch else "for data (timer IO or data regions)"
+        cards.append(Card("data wait", _pct(pct), f"host waiting {waiting}, share of step time (> 5 % = data-bound)",
                           bad=pct is not None and pct > 5))
     if summ is not None and summ.height:
         span = summ["span_ns"].sum()
