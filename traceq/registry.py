@@ -106,6 +106,10 @@ class Block:
     highlight: list[int] = field(default_factory=list)
     drop_first: tuple[str, ...] = ()
     lines: list[str] | None = None     # text instead of a table (e.g. "no GPU ops")
+    # a table of one row per step or gap grows with the trace: the terminal shows its first
+    # `max_rows` rows and says how many there are and how to get them all (`more`: a hint)
+    max_rows: int | None = None
+    more: str = ""
 
 
 @dataclass

@@ -202,12 +202,14 @@ def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric
 
 def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, title: str | None = None,
          highlight: Iterable[int] = (), notes: Iterable[str] = (), file=None, drop_first: Iterable[str] = (),
-         wide: bool = False) -> None:
+         wide: bool = False, max_rows: int | None = None, more: str = "") -> None:
     """Print `df` in `fmt`. `highlight` = row indices to emphasise (e.g. avoidable kernels);
     `notes` = advice lines printed under the table (table format only). On a terminal too
     narrow for every column, `drop_first` columns (then others, from the right) are left out
     and named in a footnote; `wide=True` keeps all of them (the table is then wider than the
-    terminal). A number is never cut."""
+    terminal). A number is never cut. A table longer than `max_rows` shows its first
+    `max_rows` rows and a line saying how many there are, that JSON/CSV give them all, and
+    `more` (a hint); JSON and CSV always hold every row."""
     out = file or sys.stdout
     if fmt == "json":
         out.write(to_json(df) + "\n")
@@ -223,6 +225,10 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     from rich.table import Table
     from rich.text import Text
 
+    total = df.height
+    if max_rows is not None and total > max_rows:
+        df = df.head(max_rows)
+        highlight = [i for i in highlight if i < max_rows]
     df = with_short_names(df)
     con = console(file=out)
     print_text(con, headline)
@@ -252,6 +258,9 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
         con.print(Text("(no rows)"))
     else:
         con.print(table)
+    if total > df.height:
+        print_text(con, f"(the first {df.height:,} of {total:,} rows; --format csv or --format json gives all of "
+                        f"them{more})")
     if dropped and df.height:
         print_text(con, f"(not shown, {con.width} columns wide: {', '.join(headers[i] for i in sorted(dropped))}; "
                         "--wide shows every column)")

@@ -10,6 +10,11 @@ import polars as pl
 from .errors import TraceqError
 from .registry import Block, Out, Result
 
+# Tables with a row per step or per gap grow with the trace: the terminal shows the first
+# TABLE_ROWS of them (and says so); JSON and CSV hold every row.
+TABLE_ROWS = 200
+STEPS_HINT = ", --steps A:B picks steps"
+
 
 # ---------------------------------------------------------------- hotspots
 def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> Out:
@@ -85,7 +90,8 @@ def overlap_view(res: Result) -> list[Block]:
     if by == "across":
         return [Block(_across_table(res.df), res.headline)]
     shown = res.df.with_columns(pl.col("step").cast(pl.String)) if "step" in res.df.columns else res.df
-    out = [Block(shown, res.headline, drop_first=res.analysis.drop_first)]
+    out = [Block(shown, res.headline, drop_first=res.analysis.drop_first,
+                 max_rows=TABLE_ROWS if by == "step" else None, more=STEPS_HINT)]
     if by == "rank" and res.value["show_across"]:
         out.append(Block(_across_table(res.tables["across"]), title="across ranks"))
     return out
@@ -208,14 +214,15 @@ def stalls_view(res: Result) -> list[Block]:
             shown = shown.drop("gpu_idle_ns", "gpu_idle_waiting_ns", "gpu_idle_waiting_pct")
         highlight = [i for i, p in enumerate(st.steps["data_wait_pct"]) if p is not None and p > sa.DATA_WAIT_ADVICE_PCT]
         out.append(Block(shown, res.headline, highlight=highlight, notes=notes if table == "steps" else [],
-                         drop_first=res.analysis.drop_first))
+                         drop_first=res.analysis.drop_first, max_rows=TABLE_ROWS, more=STEPS_HINT))
     if table in ("both", "causes"):
         if st.causes.height:
             out.append(Block(st.causes, sa.causes_headline(st), notes=notes, drop_first=("gaps_main", "gaps")))
         else:   # CPU-only: say so instead of printing an empty table
             out.append(Block(lines=[sa.causes_headline(st), *notes]))
     if table == "gaps":
-        out.append(Block(st.gaps, sa.causes_headline(st), notes=notes))
+        out.append(Block(st.gaps, sa.causes_headline(st), notes=notes, max_rows=TABLE_ROWS,
+                         more=", --min-gap-us N keeps the longer gaps"))
     if table == "launch":
         out.append(Block(st.launch, sa.causes_headline(st)))
     return out
