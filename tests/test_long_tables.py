@@ -60,3 +60,16 @@ def test_the_terminal_shows_the_first_rows_and_says_how_many(store, argv, rows, 
 def test_a_short_table_has_no_such_line(store):
     out = _run(store, "stalls", "--table", "steps", "--steps", "1:10")
     assert len(_body_rows(out)) == 10 and "the first" not in out
+
+
+def test_ranks_instances_are_capped_on_the_terminal_only(tmp_path):
+    """Two ranks with TABLE_ROWS + 5 AllReduce instances each: `ranks --instances` shows the
+    first TABLE_ROWS matched instances and says how many there are; JSON has them all."""
+    from test_ranks import MS, _allreduce, make_store
+
+    n = TABLE_ROWS + 5
+    for r in range(2):
+        make_store(tmp_path / "s", "two", r, gpu_ops=[_allreduce(r, i * 30 * MS, i * 30 * MS + 20 * MS) for i in range(n)])
+    out = _run(tmp_path / "s", "ranks", "--instances")
+    assert f"(the first {TABLE_ROWS:,} of {n:,} rows; --format csv or --format json gives all of them)" in out
+    assert len(json.loads(_run(tmp_path / "s", "ranks", "--instances", "-f", "json"))) == n

@@ -261,8 +261,10 @@ def ranks_out(store, run=None, instances: bool = False, executor: str | None = N
 def ranks_view(result) -> list:
     from ..registry import Block
 
-    if result.params.get("instances"):
-        return [Block(result.df, result.headline)]
+    from ..views import TABLE_ROWS
+
+    if result.params.get("instances"):     # a row per collective instance: grows with the trace
+        return [Block(result.df, result.headline, max_rows=TABLE_ROWS)]
     return [Block(result.df.drop("raw_offset_ns"), result.headline, title="ranks"),
             Block(result.tables["collectives"], title="collectives")]
 
