@@ -106,7 +106,6 @@ def versions(hta: str | None) -> dict:
     return v
 
 
-
 def _probe(argv: list[str], repeats: int) -> tuple[list[dict], str | None]:
     """Run a limit probe (a script printing one JSON line) `repeats` times in fresh processes:
     its results, and the error of the first failing run (then it stops)."""
@@ -117,6 +116,7 @@ def _probe(argv: list[str], repeats: int) -> tuple[list[dict], str | None]:
             return vals, (r.stderr or r.stdout)[-1000:]
         vals.append(json.loads(r.stdout.strip().splitlines()[-1]))
     return vals, None
+
 
 class Bench:
     def __init__(self, args, parts: set[str]):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 def main(path: str) -> dict:
     t0 = time.perf_counter()
-    from traceq.ingest.nsys import ACTIVITY, _Export, _open
+    from traceq.ingest.nsys import ACTIVITY, _open
     from traceq.ingest.sqlite_arrow import read_chunk
     from traceq.threads import ordered_map, workers
 

@@ -96,6 +96,11 @@ def unit_of(column: str) -> str | None:
     return None
 
 
+# Tables with a row per step, gap or instance grow with the trace: the terminal shows the
+# first TABLE_ROWS of them (Block.max_rows) and says so; JSON and CSV hold every row.
+TABLE_ROWS = 200
+
+
 @dataclass
 class Block:
     """One table as the terminal shows it (JSON/CSV never see a Block)."""

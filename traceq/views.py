@@ -8,11 +8,8 @@ from __future__ import annotations
 import polars as pl
 
 from .errors import TraceqError
-from .registry import Block, Out, Result
+from .registry import TABLE_ROWS, Block, Out, Result
 
-# Tables with a row per step or per gap grow with the trace: the terminal shows the first
-# TABLE_ROWS of them (and says so); JSON and CSV hold every row.
-TABLE_ROWS = 200
 STEPS_HINT = ", --steps A:B picks steps"
 
 
@@ -91,7 +88,7 @@ def overlap_view(res: Result) -> list[Block]:
         return [Block(_across_table(res.df), res.headline)]
     shown = res.df.with_columns(pl.col("step").cast(pl.String)) if "step" in res.df.columns else res.df
     out = [Block(shown, res.headline, drop_first=res.analysis.drop_first,
-                 max_rows=TABLE_ROWS if by == "step" else None, more=STEPS_HINT)]
+                 **({"max_rows": TABLE_ROWS, "more": STEPS_HINT} if by == "step" else {}))]
     if by == "rank" and res.value["show_across"]:
         out.append(Block(_across_table(res.tables["across"]), title="across ranks"))
     return out

@@ -259,9 +259,7 @@ def ranks_out(store, run=None, instances: bool = False, executor: str | None = N
 
 
 def ranks_view(result) -> list:
-    from ..registry import Block
-
-    from ..views import TABLE_ROWS
+    from ..registry import TABLE_ROWS, Block
 
     if result.params.get("instances"):     # a row per collective instance: grows with the trace
         return [Block(result.df, result.headline, max_rows=TABLE_ROWS)]

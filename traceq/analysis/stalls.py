@@ -176,23 +176,9 @@ def advice(res: Stalls) -> list[str]:
     """Advice lines when data wait exceeds 5 % of step time (TB profiler rule), and for
     the other causes when they dominate GPU idle time."""
     out = []
-    pct = res.data_wait_pct()
-    if pct is not None and pct > DATA_WAIT_ADVICE_PCT and not res.pytorch:
-        out.append(f"advice [data loading, {pct:.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]: "
-                   + NEUTRAL_DATA_ADVICE)
-    elif pct is not None and pct > DATA_WAIT_ADVICE_PCT:
-        head = f"advice [data loading, {pct:.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
-        if res.single_process_loader:
-            out.append(f"{head} the DataLoader runs in the training process (num_workers=0): set num_workers "
-                       "(e.g. 4-8 per GPU) so batches are prepared in parallel worker processes")
-        else:
-            out.append(f"{head} raise DataLoader num_workers so batches are prepared in parallel worker processes")
-        out.append("advice [data loading]: pin_memory=True (page-locked batches copy to the GPU asynchronously), "
-                   "and tensor.to(device, non_blocking=True)")
-        out.append("advice [data loading]: prefetch_factor (batches each worker prepares ahead) and "
-                   "persistent_workers=True (no worker restart every epoch)")
-        out.append("advice [data loading]: cache decoded/pre-processed samples (or decode/augment on the GPU, "
-                   "e.g. DALI) when per-sample loading or decoding is the slow part")
+    if res.data_bound():
+        head = f"advice [data loading, {res.data_wait_pct():.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
+        out += _torch_data_advice(head, res.single_process_loader) if res.pytorch else [f"{head} {NEUTRAL_DATA_ADVICE}"]
     c = res.causes
     if c.height and c["idle_pct"].sum() > 10:
         top = c.sort("idle_ns", descending=True).row(0, named=True)
@@ -201,6 +187,20 @@ def advice(res: Stalls) -> list[str]:
             out.append(f"advice [{top['cause'].replace('_', ' ')}, {top['share_pct']:.0f} % of GPU idle time]: "
                        + said[top["cause"]])
     return out
+
+
+def _torch_data_advice(head: str, single_process_loader: bool) -> list[str]:
+    """The data-loading advice lines for a PyTorch program (TensorBoard profiler's rule)."""
+    first = ("the DataLoader runs in the training process (num_workers=0): set num_workers (e.g. 4-8 per GPU) so "
+             "batches are prepared in parallel worker processes" if single_process_loader else
+             "raise DataLoader num_workers so batches are prepared in parallel worker processes")
+    return [f"{head} {first}",
+            "advice [data loading]: pin_memory=True (page-locked batches copy to the GPU asynchronously), "
+            "and tensor.to(device, non_blocking=True)",
+            "advice [data loading]: prefetch_factor (batches each worker prepares ahead) and "
+            "persistent_workers=True (no worker restart every epoch)",
+            "advice [data loading]: cache decoded/pre-processed samples (or decode/augment on the GPU, "
+            "e.g. DALI) when per-sample loading or decoding is the slow part"]
 
 
 # What to do when a stall cause dominates GPU idle time (traceq diagnose cites the evidence).

@@ -203,10 +203,12 @@ class Waits:
             return (pl.DataFrame({"pid": pid, "correlation": correlation})
                     .join(frame, on=["pid", "correlation"], how="left", maintain_order="left")["api"]
                     .to_arrow().cast(pa.string()))
+        if not len(self.keys):
+            return pa.nulls(len(pid), pa.string())
         keys = _pair_key(pid, correlation)[0].fill_null(-1).to_numpy()   # -1: no call has it
-        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
-        hit = self.keys[at] == keys if len(self.keys) else np.zeros(len(keys), bool)
-        codes = pa.array(np.where(hit, self.codes[at] if len(self.keys) else 0, 0).astype(np.int32), mask=~hit)
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        hit = self.keys[at] == keys
+        codes = pa.array(np.where(hit, self.codes[at], 0).astype(np.int32), mask=~hit)
         return pa.DictionaryArray.from_arrays(codes, self.labels).cast(pa.string())
 
 
