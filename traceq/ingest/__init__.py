@@ -27,11 +27,8 @@ _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz
 
 
 def _reader(fmt: str) -> Callable[[Path], Parsed]:
-    if fmt == "nsys":
-        from .nsys import read
-    elif fmt == "kineto":
-        from .kineto import read
-    elif fmt == "timer":
+    """The reader of a format that returns its tables (Kineto and nsys stream: `_read`)."""
+    if fmt == "timer":
         from .timers import read_log as read
     elif fmt == "deep500":
         from .timers import read_stats as read
