@@ -179,6 +179,25 @@ def test_nothing_below_the_floor(tmp_path):
         assert ("channels_last" in {f.id for f in findings(open_scope(d / "s"))}) is fires
 
 
+def test_the_floor_without_steps_is_the_percentage_alone(tmp_path):
+    """Synthetic: conversions of 150 µs beside a 20 ms convolution are 0.74 % of GPU time
+    (below 1 %) and 0.15 ms per step (above 0.1 ms). With one ProfilerStep the per-step
+    criterion keeps them; without steps the whole trace would be its "step", any long trace
+    would pass, so the percentage alone decides: not advised."""
+    for stepped in (True, False):
+        t = Trace()
+        if stepped:
+            t.step(1, 0, 30_000)
+        t.launch("implicit_convolve_sgemm", 0, 10, 20, 20_000)
+        t.launch("void cudnn::ops::nchwToNhwcKernel<float>", 30, 10, 20_100, 150)
+        d = tmp_path / str(stepped)
+        ingest([t.write(d / "t.json.gz")], store=d / "s", jobs=1)
+        scope = open_scope(d / "s")
+        ev = evidence_for(scope)
+        assert ev.stepped is stepped and ev.steps == 1
+        assert ("channels_last" in {f.id for f in findings(scope)}) is stepped
+
+
 # ---------------------------------------------------------------- the verdict
 def _queued_gaps(store, rel, min_gap_ns=50_000):
     """Second method, straight from the store's parquet with DuckDB: GPU idle gaps >= 50 µs

@@ -122,3 +122,25 @@ def test_short_labels_unique_on_every_shared_trace():
         labels = short_labels(names, [kernel_identity(n) for n in names])
         assert len(set(labels)) == len(names), trace
         assert all(len(lab) <= 64 for lab in labels)
+
+
+def test_hotspots_headline_names_the_top_kernel_by_its_table_label(tmp_path):
+    """Synthetic: MUL 500 µs and ADD4 300 µs (same identity, 62.5 % and 37.5 %). The headline
+    names the top hotspot as the table's first row does, not by a signature cut mid-list."""
+    from kineto_synth import Trace
+    from typer.testing import CliRunner
+
+    from traceq.cli import app
+    from traceq.ingest import ingest
+
+    t = Trace()
+    t.step(1, 0, 2000)
+    t.launch(MUL, 0, 10, 20, 500)
+    t.launch(ADD4, 30, 10, 600, 300)
+    ingest([t.write(tmp_path / "t.json.gz")], store=tmp_path / "s", jobs=1)
+    out = CliRunner().invoke(app, ["hotspots", "--store", str(tmp_path / "s")], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    label = "at::native::vectorized_elementwise_kernel[BinaryFunctor]"
+    assert f"top hotspot: {label} (62.5 %)" in out.output
+    first_row = next(line for line in out.output.splitlines() if "62.5" in line and "top hotspot" not in line)
+    assert first_row.split()[0] == label

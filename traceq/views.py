@@ -37,7 +37,7 @@ def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> O
     from .kernels.labels import short_labels
 
     label = dict(zip(everything["name"], short_labels(everything["name"].to_list(), everything["identity"].to_list())))
-    return Out(df, fix_first_line(fs, headline(everything, scope)), notes=notes, highlight=highlight, value=label)
+    return Out(df, fix_first_line(fs, headline(everything, scope, label)), notes=notes, highlight=highlight, value=label)
 
 
 def hotspots_view(res: Result) -> list[Block]:

@@ -11,7 +11,10 @@ from .. import queries
 # Nothing is advised below this floor: less than FLOOR_PCT of its time base AND less than
 # FLOOR_MS_PER_STEP per step (either one reached keeps the finding). The time base is the
 # GPU op time for kernel findings and the GPU span for idle-time (stall) findings: idle
-# time measured against busy time would pass the floor on any mostly-idle trace.
+# time measured against busy time would pass the floor on any mostly-idle trace. A scope
+# without steps (no ProfilerStep, BATCH or DataLoader iterations: the whole rank counts as
+# one step) has only the percentage: its "per step" is the whole trace, which any long
+# trace would pass (1.5 ms of launch idle in a 6.5 s CUDA application is no finding).
 FLOOR_PCT = 1.0
 FLOOR_MS_PER_STEP = 0.1
 
@@ -30,6 +33,8 @@ class Finding:
     def below_floor(self, ev: Evidence) -> bool:
         base = self.base_ns or ev.gpu_ns
         pct = 100.0 * self.gpu_ms * 1e6 / base if base else 0.0
+        if not ev.stepped:
+            return pct < FLOOR_PCT
         return pct < FLOOR_PCT and self.est_gain_ms_per_step < FLOOR_MS_PER_STEP
 
     def as_dict(self) -> dict:
@@ -50,6 +55,7 @@ class Evidence:
     optimizer_host: int
     optimizer_gpu: int
     pytorch: bool = False  # PyTorch evidence (queries/framework.sql): advice may name PyTorch APIs
+    stepped: bool = True   # the scope has steps; else `steps` is one per rank (the whole trace)
 
     @property
     def training(self) -> bool:
@@ -103,7 +109,8 @@ def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:
 def _evidence(facts: dict, ops: pl.DataFrame) -> Evidence:
     steps = int(facts["steps"]) or int(facts["ranks"])
     return Evidence(ops, steps, int(facts["gpu_ns"]), int(facts["backward_host"]), int(facts["backward_gpu"]),
-                    int(facts["optimizer_host"]), int(facts["optimizer_gpu"]), bool(facts.get("pytorch")))
+                    int(facts["optimizer_host"]), int(facts["optimizer_gpu"]), bool(facts.get("pytorch")),
+                    stepped=bool(int(facts["steps"])))
 
 
 def ms(ns: float) -> str:

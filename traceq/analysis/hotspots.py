@@ -40,14 +40,19 @@ def hotspots(store=None, run: str | None = None, rank: int | None = None, steps:
     return hotspots_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), top, categories)
 
 
-def headline(df: pl.DataFrame, scope: Scope) -> str:
+def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
+    """The verdict line. The top hotspot is named by its table label (`labels`: name -> the
+    short label of traceq.kernels.labels) when given, so the line and the table agree; else by
+    its name shortened in the middle (a signature is never cut mid-list at its end)."""
+    from ..render import shorten
+
     if df.height == 0:
         return f"run {scope.run}: no GPU kernels, copies or memsets in scope (CPU-only trace?)"
     total = df["total_ns"].sum()
     top = df.row(0, named=True)
     avoid = df.filter(pl.col("avoidable")).group_by("category").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
     parts = [f"run {scope.run}{'' if scope.rank is None else f' rank {scope.rank}'}: GPU op time {total / 1e6:,.2f} ms "
-             f"in {df['count'].sum():,} ops, {df.height} names; top hotspot: {top['name'][:60]} ({top['pct']:.1f} %)"]
+             f"in {df['count'].sum():,} ops, {df.height} names; top hotspot: {(labels or {}).get(top['name']) or shorten(top['name'], 60)} ({top['pct']:.1f} %)"]
     if avoid.height:
         parts.append("avoidable: " + ", ".join(f"{r['category']} {r['total_ns'] / 1e6:,.2f} ms ({100 * r['total_ns'] / total:.1f} %)"
                                                 for r in avoid.iter_rows(named=True)))
