@@ -56,7 +56,7 @@ def parse_rules(doc: dict, source: str) -> list[Rule]:
                           tuple([kinds] if isinstance(kinds, str) else kinds), r.get("library"), r.get("identity")))
         for pat in (rules[-1].pattern, rules[-1].library, rules[-1].identity):
             try:
-                re.compile(pat or "")
+                re.compile(pat or "", re.I)   # the flags `_compile` uses: one compile, then re's cache
             except re.error as exc:
                 raise TraceqError(f"bad regex {pat!r} in a [[rule]] ({exc})", source) from None
     return rules

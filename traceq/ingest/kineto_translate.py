@@ -35,7 +35,7 @@ from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
 from .common import nesting_depth
 from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
-from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, representable, sane
+from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
 
 _TCHUNK = 1 << 16   # rows per translation chunk
 
@@ -96,22 +96,38 @@ def _routes(ev: pl.DataFrame) -> pl.Series:
     return ev.select(pl.when(gpu).then(GPU).when(region).then(REGION).otherwise(HOST).alias("r"))["r"]
 
 
-def _ns(ts_us: pl.Expr) -> pl.Expr:
-    """µs (float64) -> int64 ns, exact for integer µs and for relative ns-decimal µs; null
-    where the value is not representable (validate.representable)."""
-    ts_us = pl.when(representable(ts_us * 1000)).then(ts_us)
-    whole = ts_us.floor()
-    return whole.cast(pl.Int64) * 1000 + ((ts_us - whole) * 1000).round().cast(pl.Int64)
+def _ns(us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """µs (float64, NaN for null) -> (int64 ns, representable): exact for integer µs and for
+    relative ns-decimal µs (whole µs x 1000 + the fraction's ns, rounded half to even);
+    not representable (validate.representable: not finite or beyond ±LIMIT_NS as ns) where
+    the mask is False (the ns value there is 0). NumPy: a third of the time of the same
+    arithmetic as polars expressions, and it runs twice per row (both passes)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = us * 1000
+        ok = np.isfinite(scaled) & (np.abs(scaled) <= float(LIMIT_NS))
+        us = np.where(ok, us, 0.0)
+        whole = np.floor(us)
+        return whole.astype(np.int64) * 1000 + np.round((us - whole) * 1000).astype(np.int64), ok
+
+
+def _masked(values: np.ndarray, ok: np.ndarray) -> pl.Series:
+    """`values` as an Int64 series, null where not `ok` (polars' `set`: 0.1 ms per 64 k rows,
+    against 1 ms for pyarrow's masked conversion)."""
+    out = pl.Series(values, dtype=pl.Int64)
+    return out if ok.all() else out.set(pl.Series(~ok), None)
 
 
 def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
     """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
-    and is dropped as inverted), keeping the raw ts/dur for the validation warning."""
-    dur = pl.col("dur")
-    dur_ns = (pl.when(dur.is_null()).then(pl.lit(0, pl.Int64))
-              .when(representable(dur * 1000)).then(_ns(pl.when(representable(dur * 1000)).then(dur))))
-    return ev.with_columns(start_ns=_ns(pl.col("ts")), dur_ns=dur_ns).with_columns(
-        end_ns=pl.when(pl.col("start_ns").abs() <= LIMIT_NS).then(pl.col("start_ns") + pl.col("dur_ns")))
+    and is dropped as inverted), keeping the raw ts/dur for the validation warning. A null
+    `dur` is 0 ns; end_ns is null unless both are representable and |start_ns| <= LIMIT_NS."""
+    start, start_ok = _ns(ev["ts"].to_numpy())
+    dur, dur_ok = _ns(ev["dur"].to_numpy())
+    no_dur = ev["dur"].is_null().to_numpy()
+    dur_ok |= no_dur            # null -> 0 ns (the masked value is already 0)
+    end_ok = start_ok & dur_ok & (np.abs(start) <= LIMIT_NS)
+    return ev.with_columns(start_ns=_masked(start, start_ok), dur_ns=_masked(dur, dur_ok),
+                           end_ns=_masked(start + dur, end_ok))
 
 
 def _describe(row: dict) -> str:
