@@ -140,6 +140,9 @@ RUNS_COLUMNS = [
     # + clock_offset_ns = the rank's time on the run's common clock: the ends of the collectives
     # matched across the run's ranks aligned (traceq.clocks); null when nothing was aligned
     ("clock_refine_ns", I64),
+    # size of the source file: a file whose size no manifest row has cannot be unchanged, so
+    # ingest decodes it while its sha256 is still being computed (null in rows of older stores)
+    ("source_bytes", I64),
 ]
 
 

@@ -79,6 +79,7 @@ class RankData:
     clock_offset_ns: int = 0
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    source_bytes: int | None = None
 
 
 @dataclass
@@ -350,7 +351,7 @@ class Store:
                     "labels": json.dumps(d.labels, sort_keys=True), "warnings": json.dumps(d.warnings),
                     "n_gpu_ops": st.counts.get("gpu_ops", 0), "n_host_ops": st.counts.get("host_ops", 0),
                     "n_regions": st.counts.get("regions", 0), "n_timer_stats": st.counts.get("timer_stats", 0),
-                    "files": json.dumps(rel_files, sort_keys=True),
+                    "files": json.dumps(rel_files, sort_keys=True), "source_bytes": d.source_bytes,
                 }
                 statuses.append("replaced" if old is not None else "added")
             if any(s != "unchanged" for s in statuses):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
-from .hashing import sha256_file
+from .hashing import hash_later, sha256_file
 
 FORMATS = ("nsys", "kineto", "timer", "deep500", "mila")
 MAX_RANK = 1 << 20   # ranks and world sizes beyond this are garbage, not clusters
@@ -131,7 +132,8 @@ class _Job:
     fmt: str
     rank: int | None
     labels: dict[str, str]
-    sha256: str
+    sha256: str | None   # None: still being hashed (ingest fills it in before the commit)
+    size: int | None = None
 
 
 def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
@@ -157,7 +159,8 @@ def _parse_and_stage(store_path: str, job: _Job) -> Staged:
         rank, late = _rank(job, parsed)
         data = RankData(
             run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
-            source_sha256=job.sha256, source_format=parsed.format, format_version=parsed.format_version,
+            source_sha256=job.sha256, source_bytes=job.size, source_format=parsed.format,
+            format_version=parsed.format_version,
             world_size=parsed.world_size, host=parsed.host, devices=parsed.devices,
             clock_offset_ns=parsed.clock_offset_ns, labels={**parsed.labels, **job.labels}, warnings=parsed.warnings,
         )
@@ -213,6 +216,11 @@ def ingest(
     if rank is not None and len(files) > 1 and not assign:
         raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
     manifest = st.manifest_rows()
+    # The sizes of the store's sources (None: a row of an older store, size unknown). A file
+    # whose size none of them has cannot be in the store already: it is decoded while its
+    # sha256 is still being computed (`later`), instead of after (1.3 s for a 0.9 GB trace).
+    sizes = {r.get("source_bytes") for r in manifest}
+    later: dict[str, Future] = {}
     todo: list[_Job] = []
     results: list[IngestResult] = []
     for path, dir_run in files:
@@ -225,24 +233,29 @@ def ingest(
             file_rank = a_rank if rank is None else rank
         pending = (hashes or {}).get(str(path))   # started early by the caller (hashing.start_hashing)
         try:
-            sha = pending.result() if pending is not None else sha256_file(path)
+            size = path.stat().st_size
         except OSError as exc:
             raise BadInput(exc.strerror or str(exc), path) from None
-        if run is None:   # no --run: a file already in the store stays in the run it is in
-            same = [r["run"] for r in manifest if r["source_sha256"] == sha]
-            if same and run_name not in same:
-                run_name = same[0]
-        if not force:
-            hit = next((r for r in manifest if r["run"] == run_name and r["source_sha256"] == sha), None)
-            if hit is not None:
-                results.append(IngestResult(str(path), run_name, hit["rank"], hit["source_format"], "unchanged",
-                                            {}, [], note=f"already in the store as run {run_name!r} rank {hit['rank']}"))
-                if on_progress:
-                    on_progress("done", path)
-                continue
+        sha = None
+        if None in sizes or size in sizes:   # it could be in the store already: its hash decides
+            sha = _sha(pending, path)
+            if run is None:   # no --run: a file already in the store stays in the run it is in
+                same = [r["run"] for r in manifest if r["source_sha256"] == sha]
+                if same and run_name not in same:
+                    run_name = same[0]
+            if not force:
+                hit = next((r for r in manifest if r["run"] == run_name and r["source_sha256"] == sha), None)
+                if hit is not None:
+                    results.append(IngestResult(str(path), run_name, hit["rank"], hit["source_format"], "unchanged",
+                                                {}, [], note=f"already in the store as run {run_name!r} rank {hit['rank']}"))
+                    if on_progress:
+                        on_progress("done", path)
+                    continue
+        else:
+            later[str(path)] = pending if pending is not None else hash_later(path)
         if fmt == "auto":
             sniff(path)   # fail fast, before any work, on files that are not traces
-        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha))
+        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size))
     staged: list[Staged] = []
     fresh = st.missing_root()   # a failed first ingest leaves no folder behind
     try:
@@ -252,6 +265,9 @@ def ingest(
         except BaseException as exc:
             staged = partial_results(exc)
             raise
+        for s in staged:
+            if s.data.source_sha256 is None:
+                s.data.source_sha256 = _sha(later[s.data.source_path], Path(s.data.source_path))
         _check_duplicate_ranks(staged)
         from ..clocks import align_rows
 
@@ -264,6 +280,14 @@ def ingest(
         d = s.data
         results.append(IngestResult(d.source_path, d.run, d.rank, d.source_format, status, s.counts, d.warnings))
     return results
+
+
+def _sha(pending: Future | None, path: Path) -> str:
+    """The sha256 of `path`: from the hash begun in the background, else computed now."""
+    try:
+        return pending.result() if pending is not None else sha256_file(path)
+    except OSError as exc:
+        raise BadInput(exc.strerror or str(exc), path) from None
 
 
 def _check_duplicate_ranks(staged: list[Staged]) -> None:

@@ -28,3 +28,8 @@ def start_hashing(paths) -> dict[str, Future]:
         for f in files:
             futures[str(f)] = _POOL.submit(sha256_file, f)
     return futures
+
+
+def hash_later(path: Path) -> Future:
+    """Begin hashing one file in the background."""
+    return _POOL.submit(sha256_file, Path(path))
