@@ -198,6 +198,31 @@ def test_the_floor_without_steps_is_the_percentage_alone(tmp_path):
         assert ("channels_last" in {f.id for f in findings(scope)}) is stepped
 
 
+def test_texts_give_per_step_figures_only_when_the_trace_has_steps(tmp_path):
+    """Synthetic: conversions of 1,500 µs beside a 20 ms convolution (7.0 % of GPU time) fire
+    either way. With two ProfilerSteps the texts give 0.75 ms/step; without steps the "step"
+    would be the whole trace, so they give the ms in all alone."""
+    from traceq.advice import fix_first
+
+    for stepped in (True, False):
+        t = Trace()
+        if stepped:
+            t.step(1, 0, 15_000)
+            t.step(2, 15_000, 15_000)
+        t.launch("implicit_convolve_sgemm", 0, 10, 20, 20_000)
+        t.launch("void cudnn::ops::nchwToNhwcKernel<float>", 30, 10, 20_100, 1_500)
+        d = tmp_path / str(stepped)
+        ingest([t.write(d / "t.json.gz")], store=d / "s", jobs=1)
+        f = {f.id: f for f in findings(open_scope(d / "s"))}["channels_last"]
+        assert f.gpu_ms == pytest.approx(1.5)
+        if stepped:
+            assert "1.50 ms (7.0 % of GPU time, 0.75 ms/step)" in f.evidence
+            assert fix_first([f]).startswith("Fix first: channels_last (up to 0.75 ms/step, 1.50 ms in all)")
+        else:
+            assert "1.50 ms (7.0 % of GPU time):" in f.evidence and "ms/step" not in f.evidence
+            assert fix_first([f]).startswith("Fix first: channels_last (up to 1.50 ms in all; the trace has no steps)")
+
+
 # ---------------------------------------------------------------- the verdict
 def _queued_gaps(store, rel, min_gap_ns=50_000):
     """Second method, straight from the store's parquet with DuckDB: GPU idle gaps >= 50 µs

@@ -36,6 +36,8 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
                 f.base_ns = span_ns
                 out.append(f)
     kept = [f for f in out if not f.below_floor(ev)]
+    for f in kept:
+        f.stepped = ev.stepped
     return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
 
 
@@ -54,7 +56,9 @@ def fix_first(fs: list[Finding]) -> str | None:
         return None
     f = fs[0]
     more = f"; +{len(fs) - 1} more" if len(fs) > 1 else ""
-    return (f"Fix first: {f.id} (up to {f.est_gain_ms_per_step:,.2f} ms/step, {f.gpu_ms:,.2f} ms in all){more} "
+    gain = (f"up to {f.est_gain_ms_per_step:,.2f} ms/step, {f.gpu_ms:,.2f} ms in all" if f.stepped else
+            f"up to {f.gpu_ms:,.2f} ms in all; the trace has no steps")
+    return (f"Fix first: {f.id} ({gain}){more} "
             "— traceq diagnose shows the evidence and the stall causes")
 
 

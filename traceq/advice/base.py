@@ -29,6 +29,7 @@ class Finding:
     advice: str                    # what to do
     kernels: list[str] = field(default_factory=list)   # kernel names cited (hotspots marks them)
     base_ns: int | None = None     # the floor's time base when it is not the GPU op time (idle findings: span)
+    stepped: bool = True           # the scope has steps (Evidence.stepped): texts give ms per step
 
     def below_floor(self, ev: Evidence) -> bool:
         base = self.base_ns or ev.gpu_ns
@@ -73,6 +74,11 @@ class Evidence:
 
     def per_step_ms(self, ns: float) -> float:
         return ns / 1e6 / max(self.steps, 1)
+
+    def per_step(self, ns: float) -> str:
+        """", 1.23 ms/step" for evidence texts; nothing in a scope without steps (its one
+        "step" is the whole trace: the ms in all already say it)."""
+        return f", {self.per_step_ms(ns):.2f} ms/step" if self.stepped else ""
 
     def training_words(self) -> str:
         parts = []
@@ -142,7 +148,7 @@ def kernel_finding(id_: str, category: str, ops: pl.DataFrame, ev: "Evidence", w
     ns = ops["dur_ns"].sum()
     names, shown = top_names(ops)
     return Finding(id_, category,
-                   f"{what}, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time, {ev.per_step_ms(ns):.2f} ms/step): {shown}{beside}",
+                   f"{what}, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time{ev.per_step(ns)}): {shown}{beside}",
                    ns / 1e6, ev.per_step_ms(ns), advice, names)
 
 

@@ -52,5 +52,5 @@ def calls_text(calls: pl.DataFrame, n: int = 3) -> str:
 
 
 def idle_text(row: dict, ev, label: str) -> str:
-    return (f"GPU idle {row['idle_ns'] / 1e6:,.2f} ms ({row['idle_pct']:.1f} % of the GPU span, "
-            f"{ev.per_step_ms(row['idle_ns']):.2f} ms/step) in {row['gaps']:,} gaps while the host was {label}")
+    return (f"GPU idle {row['idle_ns'] / 1e6:,.2f} ms ({row['idle_pct']:.1f} % of the GPU span"
+            f"{ev.per_step(row['idle_ns'])}) in {row['gaps']:,} gaps while the host was {label}")

@@ -23,11 +23,12 @@ def synchronization(scope, ev: Evidence, stalls) -> Finding | None:
     if not ns:
         return None
     gaps = sum(r["gaps"] for r in rows)
+    pct = sum(r["idle_pct"] or 0 for r in rows)
     split = ", ".join(f"{r['cause']} {r['idle_ns'] / 1e6:,.2f} ms" for r in rows if r["idle_ns"])
     calls = host_calls(scope, SYNC_CALLS)
     return Finding(
         "remove_syncs", "synchronization",
-        f"GPU idle {ns / 1e6:,.2f} ms ({ev.per_step_ms(ns):.2f} ms/step) in {gaps:,} gaps while the host was blocked "
+        f"GPU idle {ns / 1e6:,.2f} ms ({pct:.1f} % of the GPU span{ev.per_step(ns)}) in {gaps:,} gaps while the host was blocked "
         f"({split}); calls: {calls_text(calls) or 'none named'}",
         ns / 1e6, ev.per_step_ms(ns),
         ev.said("remove per-step host syncs: no .item()/.cpu()/print of GPU tensors or torch.cuda.synchronize() in the "
