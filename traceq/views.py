@@ -31,8 +31,7 @@ def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> O
     everything = hotspots_scoped(scope, fs=fs)
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
-    notes = [f"advice [{f.id}, {f.est_gain_ms_per_step:,.2f} ms/step]: {f.advice} — {f.evidence}" if f.stepped else
-             f"advice [{f.id}, {f.gpu_ms:,.2f} ms in all]: {f.advice} — {f.evidence}" for f in fs]
+    notes = [f"advice [{f.id}, {f.gain()}]: {f.advice} — {f.evidence}" for f in fs]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
     # short labels are made unique over every name of the run, so a filtered table reads the same
     from .kernels.labels import short_labels

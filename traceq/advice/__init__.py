@@ -56,8 +56,7 @@ def fix_first(fs: list[Finding]) -> str | None:
         return None
     f = fs[0]
     more = f"; +{len(fs) - 1} more" if len(fs) > 1 else ""
-    gain = (f"up to {f.est_gain_ms_per_step:,.2f} ms/step, {f.gpu_ms:,.2f} ms in all" if f.stepped else
-            f"up to {f.gpu_ms:,.2f} ms in all; the trace has no steps")
+    gain = f"up to {f.gain()}, {f.gpu_ms:,.2f} ms in all" if f.stepped else f"up to {f.gain()}; the trace has no steps"
     return (f"Fix first: {f.id} ({gain}){more} "
             "— traceq diagnose shows the evidence and the stall causes")
 

@@ -31,6 +31,10 @@ class Finding:
     base_ns: int | None = None     # the floor's time base when it is not the GPU op time (idle findings: span)
     stepped: bool = True           # the scope has steps (Evidence.stepped): texts give ms per step
 
+    def gain(self) -> str:
+        """The estimated gain in words: per step, or in all when the trace has no steps."""
+        return f"{self.est_gain_ms_per_step:,.2f} ms/step" if self.stepped else f"{self.gpu_ms:,.2f} ms in all"
+
     def below_floor(self, ev: Evidence) -> bool:
         base = self.base_ns or ev.gpu_ns
         pct = 100.0 * self.gpu_ms * 1e6 / base if base else 0.0

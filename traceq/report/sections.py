@@ -118,9 +118,7 @@ def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
         bound, share, evidence = verdict(st, truncation(scope))
         sec.headline = f"{bound_words(bound, share)} — {evidence}"
         fs = findings(scope, st, evidence_for(scope))
-        sec.advice = [f"{f.id} — up to "
-                      + (f"{f.est_gain_ms_per_step:,.2f} ms/step" if f.stepped else f"{f.gpu_ms:,.2f} ms in all")
-                      + f": {f.advice}. Evidence: {f.evidence}" for f in fs]
+        sec.advice = [f"{f.id} — up to {f.gain()}: {f.advice}. Evidence: {f.evidence}" for f in fs]
         if not fs:
             sec.notes.append("No finding above the floor (1 % of GPU time, or of the GPU span for idle time, "
                              "or 0.1 ms per step).")
