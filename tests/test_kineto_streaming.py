@@ -206,3 +206,30 @@ def test_event_boundaries_inside_strings_never_cut_a_window(small_chunks, tmp_pa
               for i, n in enumerate(names)]
     path = write_trace(tmp_path / "t.json", events)
     assert kineto.read(path).tables["host_ops"].column("name").to_pylist() == names
+
+
+def test_launching_pid_is_that_of_the_first_call_whatever_the_correlation_order(small_chunks, tmp_path):
+    """Runtime calls written out of correlation order (threads flushed one after another, as
+    in real multi-threaded traces) and a correlation carried by two calls of different
+    processes: each GPU op's pid is that of the first call with its correlation in file
+    order, across translation chunks (64 rows here). Expected pids set by construction."""
+    evs: list = []
+    pid_of = {}
+    order = list(range(200, 0, -1))   # descending: the map must sort what it collected
+    for i, corr in enumerate(order):
+        pid = HOST if corr % 3 else OTHER
+        evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": 1,
+                    "ts": 1000 + 10 * i, "dur": 2, "args": {"correlation": corr}})
+        pid_of.setdefault(corr, pid)
+    # a later call of another process with an already-seen correlation: not the launcher
+    evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 999, "tid": 1,
+                "ts": 4000, "dur": 2, "args": {"correlation": 7}})
+    for corr in (1, 7, 9, 150, 200, 201):   # 201: no call carries it -> the busiest host pid
+        evs.append({"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": GPU, "tid": STREAM,
+                    "ts": 5000 + corr, "dur": 1, "args": {"correlation": corr, "stream": STREAM}})
+    path = write_trace(tmp_path / "t.json", evs)
+    ingest([path], tmp_path / "store", jobs=1)
+    got = dict(Store(tmp_path / "store").connect().sql("SELECT name, pid FROM gpu_ops").fetchall())
+    # corr % 3 == 0 -> OTHER (9, 150); 1, 7, 200 -> HOST; 201 -> HOST (134 of the 201 host events)
+    assert got == {"k1": HOST, "k7": HOST, "k9": OTHER, "k150": OTHER, "k200": HOST, "k201": HOST}
+    assert pid_of[7] == HOST and pid_of[9] == OTHER

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from ..errors import BadInput
 from ..schema import truncated_warning
+from . import memory
 from .common import Parsed
 from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
 
@@ -905,6 +906,7 @@ def read(path: Path, workdir: Path | None = None) -> Parsed:
     def fill(open_table) -> None:
         from .kineto_translate import translate   # polars: loaded while the workers decode (kineto_decode)
 
+        memory.release()   # what decoding freed (module doc of `memory`)
         translate(decoded, path, open_table, parsed.warnings)
         parsed.warnings.extend(late)
 

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from ..categories import classify
 from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
+from . import memory
 from .common import nesting_depth
 from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
@@ -204,17 +205,20 @@ def _is_region(ev: pl.DataFrame) -> pl.Expr:
 
 class _Launches:
     """correlation -> pid of the first runtime/driver call (host_ops order) with that
-    correlation, and the host event count per pid; collected chunk by chunk."""
+    correlation, and the host event count per pid; collected chunk by chunk, as NumPy arrays
+    (16 bytes per call: the one thing of the main pass that grows with the trace)."""
 
     def __init__(self) -> None:
-        self.pieces: list[pl.DataFrame] = []
+        self.pieces: list[tuple[np.ndarray, np.ndarray]] = []
         self.per_pid: list[pl.DataFrame] = []
         self.keys = np.empty(0, np.int64)
         self.pids = np.empty(0, np.int64)
 
     def add(self, host: pl.DataFrame) -> None:
-        self.pieces.append(host.filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"])
-                                       & pl.col("correlation").is_not_null()).select("correlation", "pid"))
+        calls = host.filter(pl.col("kind").is_in(["runtime", "driver", "sync_api"])
+                            & pl.col("correlation").is_not_null())
+        if calls.height:
+            self.pieces.append((calls["correlation"].to_numpy(), calls["pid"].to_numpy()))
         self.per_pid.append(host.group_by("pid", maintain_order=True).len())
 
     def main_pid(self) -> int | None:
@@ -225,11 +229,22 @@ class _Launches:
         return counts.sort("len", descending=True, maintain_order=True)["pid"][0] if counts.height else None
 
     def finish(self) -> None:
-        if self.pieces:
-            calls = pl.concat(self.pieces)
-            self.pieces = []
-            self.keys, first = np.unique(calls["correlation"].to_numpy(), return_index=True)
-            self.pids = calls["pid"].to_numpy()[first]
+        """The sorted distinct correlations and the pid of each one's first call. Runtime
+        calls are usually written in correlation order: then the arrays are the map as they
+        are, with no sort and no copy beyond joining the chunks."""
+        if not self.pieces:
+            return
+        keys = np.concatenate([k for k, _ in self.pieces])
+        pids = np.concatenate([p for _, p in self.pieces])
+        self.pieces = []
+        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
+            order = np.argsort(keys, kind="stable")   # stable: the first call of each correlation leads
+            keys = keys[order]
+            first = np.empty(len(keys), bool)
+            first[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=first[1:])
+            keys, pids = keys[first], pids[order[first]]
+        self.keys, self.pids = keys, pids
 
     def pid_of(self, correlation: pl.Series) -> pl.Series:
         """The launching pid of each GPU op's correlation (null when none)."""
@@ -400,6 +415,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     warnings (items that are no objects, dropped times, CPU-only, open spans)."""
     parts = decoded.parts
     bounds, host_be_times = _span(parts)
+    memory.release()   # the start times of pass 1
     paired = bool(host_be_times.height) and bool(host_be_times.select(keep_expr(bounds).any()).item())
     check = _Checks(bounds)
     host_out, launches = open_table("host_ops"), _Launches()
@@ -462,6 +478,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     be[HOST] = []
     launches.finish()
     main_pid = launches.main_pid()
+    memory.release()   # the main pass's chunks
 
     gpu_out, classes = open_table("gpu_ops"), _Classes()
     pieces: Iterator[pl.DataFrame] = (pl.read_parquet(f) for f in gpu_files)
