@@ -221,6 +221,28 @@ def test_texts_give_per_step_figures_only_when_the_trace_has_steps(tmp_path):
         else:
             assert "1.50 ms (7.0 % of GPU time):" in f.evidence and "ms/step" not in f.evidence
             assert fix_first([f]).startswith("Fix first: channels_last (up to 1.50 ms in all; the trace has no steps)")
+        # the table's gain column says what its figure is: per step, or the whole trace's
+        env = {"TRACEQ_WIDTH": "200", "COLUMNS": "200"}
+        table = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
+                                   ["diagnose", "--store", str(d / "s")], env=env).output
+        assert ("gain (ms/step)" in table) is stepped
+        assert ("gain (ms in all, no steps)" in table) is not stepped
+
+
+def test_the_empty_findings_line_names_the_floor_that_applied(tmp_path):
+    """Synthetic: one 20 ms kernel and nothing to advise. The line that says so names the
+    per-step floor (0.1 ms per step) only where the trace has steps (the floor's rule above)."""
+    for stepped in (True, False):
+        t = Trace()
+        if stepped:
+            t.step(1, 0, 30_000)
+        t.launch("implicit_convolve_sgemm", 0, 10, 20, 20_000)
+        d = tmp_path / str(stepped)
+        ingest([t.write(d / "t.json.gz")], store=d / "s", jobs=1)
+        out = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
+                                 ["diagnose", "--store", str(d / "s")], env={"TRACEQ_WIDTH": "200"}).output
+        assert "no findings above the floor (1 % of GPU time, or of the GPU span for idle time" in out
+        assert ("0.1 ms per step" in out) is stepped
 
 
 # ---------------------------------------------------------------- the verdict

@@ -50,7 +50,8 @@ def diagnose(
     from .executor import resolve
 
     spec = resolve(executor, scheduler, scheduler_file, jobs)
-    df = diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first, executor=spec), min_gap_us)
+    scope = open_scope(store, run, rank, steps, step_pattern, skip_first, executor=spec)
+    df = diagnose_scoped(scope, min_gap_us)
     if fmt == "json":
         sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1, ensure_ascii=False) + "\n")
         return
@@ -59,14 +60,21 @@ def diagnose(
                 .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
         emit(flat, "csv")
         return
+    # a rank without steps counts as one step, the whole trace (advice.base.Evidence.stepped):
+    # its gain is no per-step figure, and the per-step floor does not apply to it
+    scope.ensure_steps()
+    stepped = {r for r, n in scope.con.execute("SELECT rank, count(*) FROM scope_steps GROUP BY rank").fetchall() if n}
     for row in df.iter_rows(named=True):
         fs = pl.DataFrame(row["findings"], schema=df.schema["findings"].inner.to_schema())
+        per_step = row["rank"] in stepped
         if fs.height == 0:
             con = console()
             con.print(headline(row), markup=False)
-            con.print("no findings above the floor (1 % of GPU time, or of the GPU span for idle time, or 0.1 ms per step)\n", markup=False)
+            floor = "1 % of GPU time, or of the GPU span for idle time" + (", or 0.1 ms per step" if per_step else "")
+            con.print(f"no findings above the floor ({floor})\n", markup=False)
             continue
-        shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias("gain (ms/step)"),
+        gain = "gain (ms/step)" if per_step else "gain (ms in all, no steps)"
+        shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias(gain),
                           pl.col("gpu_ms").alias("GPU/idle (ms)"))
         notes = [f"{i}. {f['id']}: {f['evidence']}\n   advice: {f['advice']}" for i, f in enumerate(fs.iter_rows(named=True), 1)]
         emit(shown, "table", headline=headline(row), notes=notes)
