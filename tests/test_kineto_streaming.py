@@ -233,3 +233,27 @@ def test_launching_pid_is_that_of_the_first_call_whatever_the_correlation_order(
     # corr % 3 == 0 -> OTHER (9, 150); 1, 7, 200 -> HOST; 201 -> HOST (134 of the 201 host events)
     assert got == {"k1": HOST, "k7": HOST, "k9": OTHER, "k150": OTHER, "k200": HOST, "k201": HOST}
     assert pid_of[7] == HOST and pid_of[9] == OTHER
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_stored_files_keep_statistics_on_every_column_but_the_free_form_names(small_chunks, tmp_path, streamed):
+    """Row-group min/max statistics let DuckDB skip row groups by time, run or kind; on kernel
+    names (hundreds of characters) they cost a third of writing gpu_ops and prune nothing, so
+    `name` and `identity` go without. Both writers (streamed row groups, and whole tables)."""
+    path = write_trace(tmp_path / "t.json", synthetic_events(n_steps=4))
+    if streamed:
+        ingest([path], tmp_path / "store", jobs=1)
+    else:   # the whole-table writer of Store.stage (tables in memory: timer logs, tools)
+        from traceq.store import RankData
+        store = Store(tmp_path / "store")
+        data = RankData(run="r", rank=0, tables=kineto.read(path).tables, source_path=str(path),
+                        source_sha256="0" * 64, source_format="kineto")
+        store.commit([store.stage(data)])
+    files = {t: next((tmp_path / "store" / t).rglob("*.parquet")) for t in ("gpu_ops", "host_ops", "regions")}
+    for table, f in files.items():
+        meta = pq.ParquetFile(f).metadata
+        cols = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i)
+                for i in range(meta.num_columns)}
+        for name, col in cols.items():
+            assert col.is_stats_set is (name not in ("name", "identity")), (table, name)
+        assert cols["start_ns"].statistics.has_min_max
