@@ -227,8 +227,10 @@ class _RawWriter:
         t = pa.Table.from_batches(self.pending, RAW_SCHEMA)
         n = t.num_rows if final else t.num_rows - t.num_rows % _ROW_GROUP
         if self.writer is None:
-            # a scratch file read back at once: no compression, dictionaries for text only
-            self.writer = pq.ParquetWriter(self.path, RAW_SCHEMA, compression="none", use_dictionary=_RAW_TEXT)
+            # a scratch file read back at once, in order: no compression, dictionaries for text
+            # only, no statistics (nothing is looked up in it)
+            self.writer = pq.ParquetWriter(self.path, RAW_SCHEMA, compression="none", use_dictionary=_RAW_TEXT,
+                                           write_statistics=False)
         if n:
             self.writer.write_table(t.slice(0, n), row_group_size=_ROW_GROUP)
         rest = t.slice(n).combine_chunks() if n < t.num_rows else None

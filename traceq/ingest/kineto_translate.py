@@ -464,7 +464,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
                 write_host(rows)
             elif rows.height:
                 gpu_files.append(scratch.with_name(f"gpu-events-{len(gpu_files):04d}.parquet"))
-                rows.write_parquet(gpu_files[-1], compression="uncompressed")
+                rows.write_parquet(gpu_files[-1], compression="uncompressed", statistics=False)
         del ev, routes
     dropped = check.message()
     if not kept:
