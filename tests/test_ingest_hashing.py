@@ -124,3 +124,43 @@ def test_a_hash_that_fails_after_decoding_leaves_the_store_as_it_was(tmp_path, m
     assert not list((tmp_path / "s").glob("*/run=c"))
     staging = tmp_path / "s" / ".staging"
     assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_a_failed_ingest_stops_the_hashes_still_running(tmp_path, monkeypatch):
+    """A file that is no trace fails at once; its hash (begun before the heavy imports, by
+    `start_hashing`) would otherwise go on reading the whole file in the background, and a
+    Python program waits for it at exit (1.7 s measured for a 1.5 GB file). Here the hash is
+    made slow (1 KB chunks, 20 ms each: 6 s for the 300 KB file); after the error it must stop
+    within a chunk."""
+    import time
+
+    from traceq.ingest import hashing
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"garbage" + b"x" * 300_000)
+    slow = hashlib.sha256
+
+    class Slow:
+        def __init__(self):
+            self.h = slow()
+
+        def update(self, chunk):
+            time.sleep(0.02)
+            self.h.update(chunk)
+
+        def hexdigest(self):
+            return self.h.hexdigest()
+
+    monkeypatch.setattr(hashing, "_CHUNK", 1024)
+    monkeypatch.setattr(hashing.hashlib, "sha256", Slow)
+    futs = hashing.start_hashing([bad])
+    with pytest.raises(BadInput, match="not a trace"):
+        ingest([bad], tmp_path / "store", hashes=futs)
+    fut = futs[str(bad)]
+    t0 = time.perf_counter()
+    from concurrent.futures import CancelledError
+
+    with pytest.raises((hashing.Stopped, CancelledError)):   # stopped mid-file, or never begun
+        fut.result(timeout=2)
+    assert time.perf_counter() - t0 < 1.0
+    assert fut not in hashing._LIVE   # nothing left running

@@ -12,7 +12,7 @@ import re
 import sys
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +20,7 @@ from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
+from . import hashing
 from .hashing import hash_later, sha256_file
 
 FORMATS = ("nsys", "kineto", "timer", "deep500", "mila")
@@ -188,7 +189,7 @@ def _rank(job: _Job, parsed: Parsed) -> tuple[int | None, list[str]]:
     return rank, warnings
 
 
-def ingest(
+def _ingest(
     paths: list[str | Path],
     store: Store | str | Path | None = None,
     *,
@@ -202,6 +203,7 @@ def ingest(
     hashes: dict | None = None,
     assign: dict | None = None,
     executor: ExecutorSpec | None = None,
+    later: dict[str, Future] | None = None,
 ) -> list[IngestResult]:
     """Ingest files or directories (a directory = the ranks of one run). All or nothing.
 
@@ -220,7 +222,7 @@ def ingest(
     # whose size none of them has cannot be in the store already: it is decoded while its
     # sha256 is still being computed (`later`), instead of after (1.3 s for a 0.9 GB trace).
     sizes = {r.get("source_bytes") for r in manifest}
-    later: dict[str, Future] = {}
+    later = {} if later is None else later   # the hashes begun here (`ingest` stops them on failure)
     todo: list[_Job] = []
     results: list[IngestResult] = []
     for path, dir_run in files:
@@ -280,6 +282,16 @@ def ingest(
         d = s.data
         results.append(IngestResult(d.source_path, d.run, d.rank, d.source_format, status, s.counts, d.warnings))
     return results
+
+
+@wraps(_ingest)
+def ingest(*args, **kwargs) -> list[IngestResult]:
+    later: dict[str, Future] = {}
+    try:
+        return _ingest(*args, **kwargs, later=later)
+    except BaseException:   # stop this ingest's source hashes still running: nothing will use them
+        hashing.stop([*(kwargs.get("hashes") or {}).values(), *later.values()])
+        raise
 
 
 def _sha(pending: Future | None, path: Path) -> str:
