@@ -32,6 +32,7 @@ class Scope:
     step_pattern: str | None = None
     skip_first: int = 0
     _steps_ready: bool = False
+    _links_ready: bool = False
     # A run of several ranks whose per-rank analyses run on an executor (traceq.analysis.per_rank):
     # the ExecutorSpec; the connection then holds no table data, only `runs` and scope_window.
     executor: object = None
@@ -44,6 +45,17 @@ class Scope:
         self.con.execute("CREATE OR REPLACE TEMP TABLE scope_steps AS SELECT * FROM scope_steps_df")
         self.con.unregister("scope_steps_df")
         self._steps_ready = True
+
+    def ensure_links(self, empty: bool = False) -> None:
+        """Temp table scope_links (queries/launch_links.sql): every GPU op of the scope's ranks
+        with the runtime/driver call that launched it, joined once for the queries that need it.
+        `empty`: only its columns (a query that names it but reads none of it), unless built."""
+        if not self._links_ready:
+            from .. import queries
+
+            sql = queries.load("launch_links")
+            self.df("CREATE OR REPLACE TEMP TABLE scope_links AS " + (f"SELECT * FROM ({sql}) WHERE false" if empty else sql))
+            self._links_ready = not empty
 
     def ensure_steps(self) -> None:
         """Temp table scope_steps(rank, step, step_source, start_ns, end_ns): the steps of the

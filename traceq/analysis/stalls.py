@@ -90,6 +90,7 @@ def _stage(scope: Scope, min_gap_us: float, data_pattern: str | None, gaps: bool
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     queries.install_macros(scope.con)
     scope.ensure_steps()
+    scope.ensure_links(empty=not gaps)
     params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}
     for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data"), ("st_gaps", "stalls_gaps")):
         sql = queries.load(sql) if gaps or table != "st_gaps" else f"SELECT * FROM ({queries.load(sql)}) WHERE false"

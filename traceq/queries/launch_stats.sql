@@ -8,7 +8,7 @@
 -- small ones with GPU idle gaps mean the GPU waits on launches). A CUDA-graph launch is a
 -- host call named cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch (one call, many kernels).
 --
--- Parameters: $run (text). Requires scope_window.
+-- Parameters: $run (text). Requires scope_window and scope_links (launch_links.sql).
 --
 -- Output columns (one row per rank with kernels):
 --   rank                 rank
@@ -27,10 +27,12 @@ WITH k AS (
     WHERE g.run = $run AND g.kind = 'kernel'
       AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
 ), l AS (
-    SELECT k.rank, h.end_ns - h.start_ns AS cpu_ns, greatest(k.start_ns - h.end_ns, 0) AS delay_ns
-    FROM k
-    JOIN host_ops h ON h.run = $run AND h.rank = k.rank AND h.pid = k.pid AND h.correlation = k.correlation
-    WHERE h.kind IN ('runtime', 'driver') AND k.correlation IS NOT NULL
+    -- the kernels of k with their launch calls (scope_links: same rank, process, correlation)
+    SELECT l.rank, l.call_end_ns - l.call_start_ns AS cpu_ns, greatest(l.op_start_ns - l.call_end_ns, 0) AS delay_ns
+    FROM scope_links l
+    JOIN scope_window w ON w.rank = l.rank
+    WHERE l.kind = 'kernel'
+      AND (w.lo_ns IS NULL OR (l.op_start_ns >= w.lo_ns AND l.op_start_ns < w.hi_ns))
 ), graphs AS (
     SELECT h.rank, count(*) AS n
     FROM host_ops h

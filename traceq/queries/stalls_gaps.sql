@@ -31,8 +31,9 @@
 -- edges of the gaps and of every activity level; each elementary segment inside a gap
 -- takes the lowest level covering it. The eight parts add up to the gap exactly.
 --
--- Parameters: $run (text), $min_gap_ns (integer). Requires scope_window, st_busy
--- (stalls_busy.sql), st_data (stalls_data.sql) and the macros of intervals.sql.
+-- Parameters: $run (text), $min_gap_ns (integer). Requires scope_window, scope_links
+-- (launch_links.sql), st_busy (stalls_busy.sql), st_data (stalls_data.sql) and the macros
+-- of intervals.sql.
 --
 -- Output columns (one row per gap):
 --   rank, device     where
@@ -55,13 +56,10 @@ WITH gaps AS (
     SELECT DISTINCT key FROM gaps
 ), launcher AS (
     -- threads that launch GPU work: a runtime/driver call of theirs has the correlation id
-    -- of a GPU op of the same process
-    SELECT DISTINCT h.rank, h.pid, h.tid
-    FROM host_ops h
-    JOIN gpu_ops g ON g.run = h.run AND g.rank = h.rank AND g.pid = h.pid AND g.correlation = h.correlation
-    WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
-      AND g.kind IN ('kernel', 'memcpy', 'memset')
-      AND h.rank IN (SELECT key.rank FROM devs)
+    -- of a GPU op of the same process (scope_links)
+    SELECT DISTINCT rank, pid, tid
+    FROM scope_links
+    WHERE rank IN (SELECT key.rank FROM devs)
 ), pageable AS (
     -- copy API calls whose copy touches pageable host memory
     SELECT DISTINCT g.rank, g.pid, g.correlation
@@ -158,11 +156,8 @@ WITH gaps AS (
     -- (launch call returned) no later than the gap's start
     SELECT DISTINCT g.key, g.start_ns
     FROM gaps g
-    JOIN gpu_ops o ON o.run = $run AND o.rank = g.key.rank AND o.device = g.key.device AND o.start_ns = g.end_ns
-                  AND o.kind IN ('kernel', 'memcpy', 'memset') AND o.correlation IS NOT NULL
-    JOIN host_ops h ON h.run = $run AND h.rank = o.rank AND h.pid = o.pid AND h.correlation = o.correlation
-                   AND h.kind IN ('runtime', 'driver')
-    WHERE h.end_ns <= g.start_ns
+    JOIN scope_links l ON l.rank = g.key.rank AND l.device = g.key.device AND l.op_start_ns = g.end_ns
+    WHERE l.call_end_ns <= g.start_ns
 ), attributed AS (
     SELECT g.key.rank AS rank, g.key.device AS device, g.start_ns, g.end_ns,
            g.end_ns - g.start_ns AS gap_ns,
