@@ -453,3 +453,24 @@ def test_stall_rules_on_real_traces(store):
     # an LLM-style host-bound trace is no longer "other": the host computes between launches
     nccl = diagnose(store, run=_run("kineto/hta/nccl_parser_config/nccl_data.json.gz")).row(0, named=True)
     assert nccl["bound"] == "host" and nccl["findings"][0]["id"] == "host_bound"
+
+
+def test_the_gain_column_follows_the_steps_when_ranks_run_on_an_executor(tmp_path):
+    """Synthetic, two ranks with two ProfilerSteps each and conversions of 1,500 µs (7 % of GPU
+    time): with `--jobs 2` the ranks are diagnosed one per task and the CLI's connection holds
+    no table data, so whether a rank has steps must come from the task's evidence: "gain
+    (ms/step)" on both ranks, as without an executor."""
+    t = Trace()
+    t.step(1, 0, 15_000)
+    t.step(2, 15_000, 15_000)
+    t.launch("implicit_convolve_sgemm", 0, 10, 20, 20_000)
+    t.launch("void cudnn::ops::nchwToNhwcKernel<float>", 30, 10, 20_100, 1_500)
+    run = tmp_path / "run"
+    for r in (0, 1):
+        t.write(run / f"rank{r}.pt.trace.json.gz")
+    ingest([run], store=tmp_path / "s", jobs=1)
+    app = __import__("traceq.cli", fromlist=["app"]).app
+    for extra in ([], ["--jobs", "2"]):
+        out = CliRunner().invoke(app, ["diagnose", "--store", str(tmp_path / "s"), *extra],
+                                 env={"TRACEQ_WIDTH": "200"}).output
+        assert out.count("gain (ms/step)") == 2 and "no steps" not in out, extra

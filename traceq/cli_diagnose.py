@@ -50,23 +50,20 @@ def diagnose(
     from .executor import resolve
 
     spec = resolve(executor, scheduler, scheduler_file, jobs)
-    scope = open_scope(store, run, rank, steps, step_pattern, skip_first, executor=spec)
-    df = diagnose_scoped(scope, min_gap_us)
+    df = diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first, executor=spec), min_gap_us)
     if fmt == "json":
-        sys.stdout.write(json.dumps({"runs": df.to_dicts()}, indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps({"runs": df.drop("stepped").to_dicts()}, indent=1, ensure_ascii=False) + "\n")
         return
     if fmt == "csv":   # one row per finding, the rank's verdict repeated
-        flat = (df.rename({"evidence": "bound_evidence"}).explode("findings")
+        flat = (df.drop("stepped").rename({"evidence": "bound_evidence"}).explode("findings")
                 .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
         emit(flat, "csv")
         return
-    # a rank without steps counts as one step, the whole trace (advice.base.Evidence.stepped):
-    # its gain is no per-step figure, and the per-step floor does not apply to it
-    scope.ensure_steps()
-    stepped = {r for r, n in scope.con.execute("SELECT rank, count(*) FROM scope_steps GROUP BY rank").fetchall() if n}
     for row in df.iter_rows(named=True):
         fs = pl.DataFrame(row["findings"], schema=df.schema["findings"].inner.to_schema())
-        per_step = row["rank"] in stepped
+        # a rank without steps counts as one step, the whole trace: its gain is no per-step
+        # figure, and the per-step floor does not apply to it
+        per_step = row["stepped"]
         if fs.height == 0:
             con = console()
             con.print(headline(row), markup=False)

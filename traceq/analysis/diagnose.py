@@ -40,7 +40,10 @@ BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communi
 FINDING = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
                      "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
 SCHEMA = {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
-          "evidence": pl.String, "findings": pl.List(FINDING)}
+          "evidence": pl.String, "findings": pl.List(FINDING),
+          # the rank has steps (advice.base.Evidence.stepped): gains are per step, else the whole
+          # trace's. For the table's wording; not in the JSON, whose shape is an interface
+          "stepped": pl.Boolean}
 
 
 def _launch_words(st) -> str:
@@ -139,8 +142,9 @@ def bound_words(bound: str, share: float) -> str:
 
 
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
-    """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence and the
-    findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}).
+    """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence, the
+    findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}) and
+    stepped (the rank has steps).
     A run of several ranks on an executor: one task per rank (traceq.analysis.per_rank)."""
     from . import per_rank
 
@@ -153,9 +157,10 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
                                                        scope.step_pattern, scope.skip_first)
         st = stalls_scoped(one, min_gap_us)
         bound, share, ev = verdict(st, truncation(one))
-        fs = findings(one, st, evidence_for(one))
+        facts = evidence_for(one)
+        fs = findings(one, st, facts)
         rows.append({"run": scope.run, "rank": r, "bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                     "findings": [f.as_dict() for f in fs]})
+                     "findings": [f.as_dict() for f in fs], "stepped": facts.stepped})
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
@@ -163,7 +168,7 @@ def diagnose(store=None, run: str | None = None, rank: int | None = None, steps:
              min_gap_us: float = DEFAULT_MIN_GAP_US, *, step_pattern: str | None = None,
              skip_first: int = 0) -> pl.DataFrame:
     """Verdict and ranked findings per rank of a run (see the module docstring); JSON of
-    `traceq diagnose --format json` is {"runs": diagnose(...).to_dicts()}."""
+    `traceq diagnose --format json` is {"runs": diagnose(...).drop("stepped").to_dicts()}."""
     return diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us)
 
 
