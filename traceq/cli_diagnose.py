@@ -41,6 +41,7 @@ def diagnose(
     """
     import polars as pl
 
+    from .advice.base import floor_words
     from .analysis.diagnose import diagnose_scoped, headline
     from .analysis.scope import open_scope
     from .render import console, emit
@@ -67,8 +68,7 @@ def diagnose(
         if fs.height == 0:
             con = console()
             con.print(headline(row), markup=False)
-            floor = "1 % of GPU time, or of the GPU span for idle time" + (", or 0.1 ms per step" if per_step else "")
-            con.print(f"no findings above the floor ({floor})\n", markup=False)
+            con.print(f"no findings above the floor ({floor_words(per_step)})\n", markup=False)
             continue
         gain = "gain (ms/step)" if per_step else "gain (ms in all, no steps)"
         shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias(gain),

@@ -19,6 +19,13 @@ FLOOR_PCT = 1.0
 FLOOR_MS_PER_STEP = 0.1
 
 
+def floor_words(stepped: bool) -> str:
+    """The floor in words, for "no finding above the floor (...)": the per-step part only
+    where the scope has steps (without them the percentage alone decides, `Finding.below_floor`)."""
+    pct = f"{FLOOR_PCT:g} % of GPU time, or of the GPU span for idle time"
+    return f"{pct}, or {FLOOR_MS_PER_STEP:g} ms per step" if stepped else pct
+
+
 @dataclass
 class Finding:
     id: str                        # rule id, e.g. "channels_last"

@@ -107,6 +107,7 @@ def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
     """The "Fix first" section: the run's verdict (all ranks pooled) and its evidence-gated
     findings ranked by estimated gain per step (traceq diagnose)."""
     from ..advice import evidence_for, findings
+    from ..advice.base import floor_words
     from ..analysis.diagnose import bound_words, truncation, verdict
 
     sec = Section("fix", "Fix first",
@@ -117,11 +118,11 @@ def _fix_first(scope, res: dict, warnings: list[str]) -> Section:
         st = res["stalls"]
         bound, share, evidence = verdict(st, truncation(scope))
         sec.headline = f"{bound_words(bound, share)} — {evidence}"
-        fs = findings(scope, st, evidence_for(scope))
+        ev = evidence_for(scope)
+        fs = findings(scope, st, ev)
         sec.advice = [f"{f.id} — up to {f.gain()}: {f.advice}. Evidence: {f.evidence}" for f in fs]
         if not fs:
-            sec.notes.append("No finding above the floor (1 % of GPU time, or of the GPU span for idle time, "
-                             "or 0.1 ms per step).")
+            sec.notes.append(f"No finding above the floor ({floor_words(ev.stepped)}).")
     return sec
 
 
