@@ -257,3 +257,62 @@ def test_stored_files_keep_statistics_on_every_column_but_the_free_form_names(sm
         for name, col in cols.items():
             assert col.is_stats_set is (name not in ("name", "identity")), (table, name)
         assert cols["start_ns"].statistics.has_min_max
+
+
+def test_launching_pid_with_hundreds_of_processes_and_correlations_beyond_32_bits(small_chunks, tmp_path):
+    """The correlation map stores pids as small codes and correlations as uint32 while they
+    fit: 300 launching processes (codes beyond uint8), calls in shuffled order with repeats,
+    and a late call whose correlation needs 64 bits. Expected pids from a plain dict of the
+    first call per correlation in file order."""
+    rnd = random.Random(3)
+    corrs = [rnd.randrange(1, 5000) for _ in range(900)] + [2**40 + 1]
+    evs: list = []
+    first: dict[int, int] = {}
+    for i, corr in enumerate(corrs):
+        pid = 1000 + rnd.randrange(300)
+        evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": 1,
+                    "ts": 1000 + 10 * i, "dur": 2, "args": {"correlation": corr}})
+        first.setdefault(corr, pid)
+    wanted = rnd.sample(sorted(first), 40) + [2**40 + 1]
+    for j, corr in enumerate(wanted):
+        evs.append({"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": GPU, "tid": STREAM,
+                    "ts": 20000 + j, "dur": 1, "args": {"correlation": corr, "stream": STREAM}})
+    path = write_trace(tmp_path / "t.json", evs)
+    ingest([path], tmp_path / "store", jobs=1)
+    got = dict(Store(tmp_path / "store").connect().sql("SELECT name, pid FROM gpu_ops").fetchall())
+    assert got == {f"k{c}": first[c] for c in wanted}
+    assert len(set(first.values())) > 256
+
+
+def test_a_correlation_beyond_32_bits_does_not_match_its_low_bits(small_chunks, tmp_path):
+    """Calls with small correlations (a uint32 map) and a kernel whose correlation is
+    2**32 + 5: no call carries it, so it goes to the busiest host pid, not to the pid of the
+    call with correlation 5."""
+    evs = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": HOST, "tid": 1,
+            "ts": 1000 + 10 * i, "dur": 2, "args": {"correlation": 10 + i}} for i in range(5)]
+    evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": OTHER, "tid": 1,
+                "ts": 2000, "dur": 2, "args": {"correlation": 5}})
+    for corr in (5, 2**32 + 5):
+        evs.append({"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": GPU, "tid": STREAM,
+                    "ts": 5000 + corr % 100, "dur": 1, "args": {"correlation": corr, "stream": STREAM}})
+    path = write_trace(tmp_path / "t.json", evs)
+    ingest([path], tmp_path / "store", jobs=1)
+    got = dict(Store(tmp_path / "store").connect().sql("SELECT name, pid FROM gpu_ops").fetchall())
+    assert got == {"k5": OTHER, f"k{2**32 + 5}": HOST}
+
+
+def test_streamed_row_groups_are_bounded_in_bytes_as_well_as_rows(small_chunks, tmp_path, monkeypatch):
+    """Kernel signatures make GPU ops hundreds of bytes each: a streamed row group also ends
+    once its rows hold STREAM_GROUP_BYTES. Same rows as with row-count groups only, in more
+    row groups."""
+    path = write_trace(tmp_path / "t.json", synthetic_events())
+    ingest([path], tmp_path / "a", jobs=1)
+    monkeypatch.setattr("traceq.store.STREAM_GROUP_BYTES", 2048)
+    ingest([path], tmp_path / "b", jobs=1)
+    for table in ("gpu_ops", "host_ops"):
+        fa, fb = (next((tmp_path / s / table).rglob("*.parquet")) for s in ("a", "b"))
+        assert pq.read_table(fa).equals(pq.read_table(fb))
+        groups_a, groups_b = pq.ParquetFile(fa).metadata.num_row_groups, pq.ParquetFile(fb).metadata.num_row_groups
+        assert groups_b > groups_a
+        # each group: under the byte cap plus one piece (a translation chunk of <= 64 rows)
+        assert max(pq.ParquetFile(fb).metadata.row_group(i).num_rows for i in range(groups_b)) <= 64 + 64

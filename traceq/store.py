@@ -403,6 +403,9 @@ class Store:
 
 ROW_GROUP = 1 << 18
 STREAM_ROW_GROUP = 1 << 16
+# ... or fewer, once the pending rows hold this many bytes: 65 k GPU ops with kernel signatures
+# are ~30 MB in Arrow (one row group filling while the one before is encoded: 2x that)
+STREAM_GROUP_BYTES = 8 << 20
 # zstd level 1 + dictionaries on text only: 2x faster to write than the defaults, smaller files
 _WRITE_OPTIONS = {"compression": "zstd", "compression_level": 1}
 # Columns written without min/max statistics: free-form names (kernel signatures of hundreds of
@@ -436,7 +439,8 @@ def _with_run_rank_columns(t: pa.Table, run: str, rank: int) -> pa.Table:
 class TableWriter:
     """One staged table file written piece by piece (a streaming reader): each piece is
     conformed to the table's schema and gets the run/rank columns; the file has the layout
-    of `Store.stage`'s but smaller row groups (STREAM_ROW_GROUP rows: less held in memory).
+    of `Store.stage`'s but smaller row groups (STREAM_ROW_GROUP rows or STREAM_GROUP_BYTES
+    bytes, whichever comes first: less held in memory).
     No file until the first row.
 
     Row groups are encoded and written on a thread of their own (pyarrow releases the GIL),
@@ -449,7 +453,7 @@ class TableWriter:
         self.rows = 0
         self._writer = None   # a pyarrow.parquet.ParquetWriter once the first rows arrive
         self._pending: list[pa.Table] = []
-        self._pending_rows = 0
+        self._pending_rows = self._pending_bytes = 0
         self._pool = None      # the writing thread, once there is a row group to write
         self._busy = None      # the row group being written (a Future)
 
@@ -459,8 +463,9 @@ class TableWriter:
             return
         self._pending.append(_with_run_rank_columns(t, self.run, self.rank))
         self._pending_rows += t.num_rows
+        self._pending_bytes += self._pending[-1].nbytes
         self.rows += t.num_rows
-        if self._pending_rows >= STREAM_ROW_GROUP:
+        if self._pending_rows >= STREAM_ROW_GROUP or self._pending_bytes >= STREAM_GROUP_BYTES:
             self._flush(wait=False)
 
     def _flush(self, wait: bool = True) -> None:
@@ -468,7 +473,7 @@ class TableWriter:
             import pyarrow as pa
 
             t = pa.concat_tables(self._pending)
-            self._pending, self._pending_rows = [], 0
+            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
             self._wait()   # one row group in flight at a time, in order
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
@@ -493,7 +498,7 @@ class TableWriter:
     def restart(self) -> None:
         """Forget what was written (a reader that must write its table again): the next
         write starts the file anew."""
-        self._pending, self._pending_rows, self.rows = [], 0, 0
+        self._pending, self._pending_rows, self._pending_bytes, self.rows = [], 0, 0, 0
         try:
             self._wait()
         finally:
