@@ -35,6 +35,7 @@ from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
 from . import memory
 from .common import nesting_depth
+from .first_by_key import first_by_key, joined
 from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
 
@@ -250,33 +251,15 @@ class _Launches:
         return counts.sort("len", descending=True, maintain_order=True)["pid"][0] if counts.height else None
 
     def finish(self) -> None:
-        """The sorted distinct correlations and the code of each one's first call's pid.
-        Runtime calls are usually written in correlation order: then the joined chunks are
-        the map as they are, with no sort. The chunks are joined one at a time, each freed
-        once copied (the map plus one chunk, not twice the map)."""
+        """The sorted distinct correlations and the code of each one's first call's pid
+        (`first_by_key`: no sort when the calls came in correlation order, as they usually do)."""
         self.pid_values = np.array(list(self.code_of), np.int64)
         if not self.pieces:
             return
-        pieces, self.pieces = self.pieces[::-1], []
-        keys = np.empty(sum(len(k) for k, _ in pieces), np.result_type(*(k.dtype for k, _ in pieces)))
-        codes = np.empty(len(keys), np.result_type(*(c.dtype for _, c in pieces)))
-        at = 0
-        while pieces:
-            k, c = pieces.pop()
-            keys[at:at + len(k)], codes[at:at + len(k)] = k, c
-            at += len(k)
-        del k, c
-        if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):
-            order = np.argsort(keys, kind="stable")   # stable: the first call of each correlation leads
-            keys = keys[order]   # one array at a time, each freed as it is replaced
-            codes = codes[order]
-            del order
-            first = np.empty(len(keys), bool)
-            first[0] = True
-            np.not_equal(keys[1:], keys[:-1], out=first[1:])
-            keys = keys[first]
-            codes = codes[first]
-        self.keys, self.codes = keys, codes
+        keys, codes = [k for k, _ in self.pieces], [c for _, c in self.pieces]
+        self.pieces = []   # the two lists hold the only references: `joined` frees each piece
+        keys, codes = joined(keys), joined(codes)
+        self.keys, self.codes = first_by_key(keys, codes)
 
     def pid_of(self, correlation: pl.Series) -> pl.Series:
         """The launching pid of each GPU op's correlation (null when none)."""

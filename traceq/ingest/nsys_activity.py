@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from .. import schema
 from ..categories import classify
 from .common import strip_api_suffix_expr
+from .first_by_key import first_by_key, joined
 
 # gpu_ops.copy_kind: short direction per memcpy enum value.
 COPY_KINDS = {
@@ -180,36 +181,71 @@ class Activity:
 
 class Waits:
     """The runtime calls of a sync API (pid, correlation, api: the name of the sync record the
-    call causes, `Activity.host`), in call order; a sync record takes the first call of its
-    process with its correlation id.
+    call causes, `Activity.host`), collected chunk by chunk (`add`) while the runtime table
+    streams by; once it is read (`finish`), a sync record takes the first call of its process
+    with its correlation id (`api`).
 
-    Held as sorted int64 keys (`_pair_key`) with a one-byte api code: 9 bytes per call, and a
-    chunk of sync records is matched by binary search. Ids that do not fit a key (hostile
-    exports) fall back to a join on both columns."""
+    Held as int64 keys (`_pair_key`) with a one-byte api code (the names are SYNC_APIS'
+    four): 9 bytes per call, and a chunk of sync records is matched by binary search. Ids
+    that do not fit a key (hostile exports) switch the calls to pid and correlation arrays,
+    matched by a join on both columns. Calls without a pid or correlation match nothing."""
 
-    def __init__(self, calls: pa.Table):
-        keys, fits = _pair_key(calls["pid"], calls["correlation"])
-        self.calls = None if fits else calls
-        api = calls["api"].combine_chunks().dictionary_encode()
-        valid = keys.is_valid()
-        order_keys = keys.filter(valid).to_numpy()
-        self.keys, first = np.unique(order_keys, return_index=True)   # the first call of each key
-        self.codes = api.indices.filter(valid).to_numpy()[first]
-        self.labels = api.dictionary
+    def __init__(self) -> None:
+        self.label_code: dict[str, int] = {}
+        self.parts: list[tuple[np.ndarray, ...]] = []   # (keys, codes), or (pid, correlation, codes)
+        self.fits = True
+        self.keys = np.empty(0, np.int64)
+        self.codes = np.empty(0, np.uint8)
+        self.frame: pl.DataFrame | None = None   # (pid, correlation, code) once an id does not fit
+
+    def add(self, calls: pa.RecordBatch) -> None:
+        present = pc.and_(pc.is_valid(calls["pid"]), pc.is_valid(calls["correlation"]))
+        if pc.all(present).as_py() is False:
+            calls = calls.filter(present)
+        if not calls.num_rows:
+            return
+        api = calls["api"].dictionary_encode()
+        table = np.array([self.label_code.setdefault(v, len(self.label_code)) for v in api.dictionary.to_pylist()],
+                         np.uint8)
+        codes = table[api.indices.to_numpy(zero_copy_only=False)]
+        if self.fits:
+            keys, fits = _pair_key(calls["pid"], calls["correlation"])
+            if fits:
+                self.parts.append((keys.to_numpy(zero_copy_only=False), codes))
+                return
+            self.fits = False   # from now on pid and correlation: the keys so far unpacked
+            self.parts = [(k & ((1 << 24) - 1), k >> 24, c) for k, c in self.parts]
+        self.parts.append((np.array(calls["pid"].to_numpy(zero_copy_only=False), np.int64),
+                           np.array(calls["correlation"].to_numpy(zero_copy_only=False), np.int64), codes))
+
+    def finish(self) -> None:
+        """The calls as sorted distinct keys (or as a frame of distinct pairs), each with the
+        code of its first call."""
+        parts, self.parts = self.parts, []
+        if not parts:
+            return
+        columns = [[p[i] for p in parts] for i in range(len(parts[0]))]
+        del parts   # the column lists hold the only references: `joined` frees each piece
+        if self.fits:
+            self.keys, self.codes = first_by_key(joined(columns[0]), joined(columns[1]))
+            return
+        self.frame = (pl.DataFrame({"pid": joined(columns[0]), "correlation": joined(columns[1]),
+                                    "code": joined(columns[2])})
+                      .unique(["pid", "correlation"], keep="first", maintain_order=True))
 
     def api(self, pid: pa.Array, correlation: pa.Array) -> pa.Array:
-        if self.calls is not None:
-            frame = pl.from_arrow(self.calls).unique(["pid", "correlation"], keep="first", maintain_order=True)
-            return (pl.DataFrame({"pid": pid, "correlation": correlation})
-                    .join(frame, on=["pid", "correlation"], how="left", maintain_order="left")["api"]
-                    .to_arrow().cast(pa.string()))
+        labels = pa.array(list(self.label_code), pa.string())
+        if self.frame is not None:
+            code = (pl.DataFrame({"pid": pid, "correlation": correlation})
+                    .join(self.frame, on=["pid", "correlation"], how="left", maintain_order="left")["code"])
+            return pa.DictionaryArray.from_arrays(code.to_arrow().cast(pa.int32()), labels).cast(pa.string())
         if not len(self.keys):
             return pa.nulls(len(pid), pa.string())
         keys = _pair_key(pid, correlation)[0].fill_null(-1).to_numpy()   # -1: no call has it
         at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         hit = self.keys[at] == keys
         codes = pa.array(np.where(hit, self.codes[at], 0).astype(np.int32), mask=~hit)
-        return pa.DictionaryArray.from_arrays(codes, self.labels).cast(pa.string())
+        return pa.DictionaryArray.from_arrays(codes, labels).cast(pa.string())
 
 
 def _pair_key(pid, correlation) -> tuple[pa.Array, bool]:
