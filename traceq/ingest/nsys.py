@@ -43,8 +43,9 @@ from .. import schema
 from ..errors import BadInput
 from ..threads import ordered_map
 from .common import Parsed, nesting_depth
-from .nsys_activity import SYNC_CALLS, Activity, Waits
+from .nsys_activity import Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
+from .start_histogram import StartHistogram
 from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, keep_expr, sane
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
@@ -218,19 +219,19 @@ class _Export:
                 return key, None
             return key, translate[key](chunk) if key in translate else chunk
 
-        calls, waited = [], None
+        waits, waits_ready = Waits(), False
         for key, out in ordered_map(work, self._plan(ACTIVITY)):
             if out is None:
                 continue
             if key == "runtime":
-                calls.append(out[1])
+                waits.add(out[1])
                 yield "host_ops", out[0]
                 continue
             if key == "sync":
-                if waited is None:
-                    waited = Waits(pa.Table.from_batches(calls, SYNC_CALLS))
-                    calls = []
-                out = act.sync(out, waited)
+                if not waits_ready:
+                    waits.finish()
+                    waits_ready = True
+                out = act.sync(out, waits)
             yield "gpu_ops", out
 
     def _plan(self, specs: dict) -> list[tuple[str, IntQuery, tuple | None]]:
@@ -410,14 +411,15 @@ class _Export:
 
         The activity records stream through once. The quartiles of the absurd-time rule
         (`validate`) are computed only when needed: for the warning when records were dropped,
-        or when the records kept span more than the rule's smallest margin. They then come
-        from a second read of the times alone; if the rule drops records already written, the
-        tables are written again with the rule applied.
+        or when the records kept span more than the rule's smallest margin and the start-time
+        histogram of the first pass cannot show that the rule keeps them all
+        (`start_histogram`). They then come from a second read of the times alone; if the rule
+        drops records already written, the tables are written again with the rule applied.
         """
         sinks = {t: open_table(t) for t in ("gpu_ops", "host_ops")}
         tally = self.activity(sinks)
         bounds = None
-        if tally.dropped or not tally.within(None):
+        if tally.dropped or not (tally.within(None) or tally.provably_kept()):
             bounds = bounds_of(self.activity_times()["start_ns"].to_numpy().copy())
             if not tally.within(bounds):
                 for sink in sinks.values():
@@ -426,7 +428,7 @@ class _Export:
         dropped = dropped_message(tally.dropped, bounds, tally.example(), "CUDA activity records")
         regions, cross_thread = self.regions(max(tally.last_end("gpu_ops") or 0, tally.last_end("host_ops") or 0))
         dropped_nvtx = None
-        if regions.height and not tally.within(None, regions):
+        if regions.height and not (tally.within(None, regions) or (bounds is None and tally.provably_kept(regions))):
             checked, dropped_nvtx = check_times({"regions": regions}, _describe, "NVTX ranges",
                                                 reference=[self.activity_times(bounds)])
             regions = checked["regions"]
@@ -452,11 +454,13 @@ class _Tally:
         self.hi: int | None = None
         self.ends: dict[str, int] = {}
         self.first_dropped: dict[str, dict] = {}
+        self.starts = StartHistogram()
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
         self.rows += batch.num_rows
+        self.starts.add(batch["start_ns"].to_numpy(zero_copy_only=False))
         if table == "gpu_ops":
             self.kernels += pc.sum(pc.equal(batch["kind"], "kernel")).as_py() or 0
         lo, hi = pc.min(batch["start_ns"]).as_py(), pc.max(batch["end_ns"]).as_py()
@@ -477,23 +481,45 @@ class _Tally:
         row = self.first_dropped.get("gpu_ops") or self.first_dropped.get("host_ops")
         return None if row is None else _describe(row)
 
-    def within(self, bounds: tuple[int, int, int] | None, regions: pl.DataFrame | None = None) -> bool:
-        """True when the rule keeps every row kept so far (all have valid times): within
-        `bounds`, or, with None, whatever the bounds, because the rows (and valid `regions`)
-        span less than the rule's smallest margin."""
+    def _span(self, regions: pl.DataFrame | None) -> tuple[int | None, int | None] | None:
+        """The lowest start and highest end of the rows kept so far and of `regions`; None
+        when a region's times are invalid (the rule drops it)."""
         lo, hi = self.lo, self.hi
         if regions is not None and regions.height:
             valid = regions.select(_VALID.alias("ok"), pl.col("start_ns").min().alias("lo"),
                                    pl.col("end_ns").max().alias("hi"))
             if not valid["ok"].all():
-                return False
+                return None
             r_lo, r_hi = valid["lo"][0], valid["hi"][0]
             lo, hi = (r_lo, r_hi) if lo is None else (min(lo, r_lo), max(hi, r_hi))
+        return lo, hi
+
+    def within(self, bounds: tuple[int, int, int] | None, regions: pl.DataFrame | None = None) -> bool:
+        """True when the rule keeps every row kept so far (all have valid times): within
+        `bounds`, or, with None, whatever the bounds, because the rows (and valid `regions`)
+        span less than the rule's smallest margin."""
+        span = self._span(regions)
+        if span is None:
+            return False
+        lo, hi = span
         if lo is None:
             return True
         if bounds is not None:
             return bounds[0] <= lo and hi <= bounds[1]
         return hi - lo <= ABSURD_FACTOR * MIN_WIDTH_NS
+
+    def provably_kept(self, regions: pl.DataFrame | None = None) -> bool:
+        """True when the rule keeps every row kept so far (and every row of `regions`, whose
+        starts then count for the quartiles too) whatever the exact quartiles: shown from the
+        first pass's start-time histogram, without reading the times again."""
+        span = self._span(regions)
+        if span is None or span[0] is None:
+            return False
+        starts = self.starts
+        if regions is not None and regions.height:
+            starts = starts.copy()
+            starts.add(regions["start_ns"].to_numpy())
+        return starts.keeps_all(*span)
 
 
 _VALID = sane()
