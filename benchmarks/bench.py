@@ -12,7 +12,10 @@ Parts (`--parts`, default all):
             fresh process) for 1x and 8x, and traceq's ingest as a multiple of it.
   cores     a directory of 8 rank files ingested in one command, and the one 8x file:
             wall, CPU (user+sys of the process tree), utilisation = CPU / wall / cores.
-  nsys      nsys SQLite ingest rows/s on a real export grown to >= 2 M activity rows.
+  nsys      nsys SQLite ingest rows/s on a real export grown to >= 2 M activity rows; and
+            (not with --quick) peak RSS of one ingest of the export grown to >= 4 M and
+            >= 8 M rows, with the growth exponent over the three sizes (reported: memory
+            of nsys ingest bounded whatever the export's size).
   startup   `traceq --help` and every analysis command on a small run, whole process
             (benchmarks/bench_startup.py when present, else measured here).
   analyses  every analysis command on the 1x, 8x and 32x runs after ingest, and their
@@ -52,6 +55,7 @@ from bench_report import HTA_KEYS, INGEST_SCALES, label, report  # noqa: E402
 PARTS = ("hta", "ingest", "decode", "cores", "nsys", "startup", "analyses")
 ALIASES = {"kineto": "ingest", "help": "startup"}  # names of earlier versions
 ANALYSIS_SCALES = (1, 8, 32)
+NSYS_GROWTH_ROWS = (4_000_000, 8_000_000)   # the nsys export grown further: memory at size
 DECODE_KEYS = ("json", "rep8")
 ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff", "report")
 SMALL_ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff")
@@ -125,6 +129,7 @@ class Bench:
         self.stat = args.stat
         q = args.quick
         self.ingest_scales = (1, 8) if q else INGEST_SCALES
+        self.nsys_sizes = () if q else NSYS_GROWTH_ROWS
         self.analysis_scales = (1, 8) if q else ANALYSIS_SCALES
         r = args.repeats
         self.rep = {"ingest": r or (1 if q else 3), "big": r or (1 if q else 2),
@@ -311,6 +316,27 @@ class Bench:
         n["limit"] = self._nsys_limit(path, n)
         log(f"  -> {fmt(n.get('wall_s'))} s, {fmt(n.get('rows_per_s'), nd=0)} rows/s"
             + (f"  ERROR {n['error'][-300:]}" if not n.get("ok") else ""))
+        if n.get("ok") and self.nsys_sizes:
+            self.res["nsys_growth"] = self._nsys_growth(meta["total_rows"], n["peak_rss_mb"], n["wall_s"])
+
+    def _nsys_growth(self, rows: int, rss_mb: float, wall_s: float) -> dict:
+        """Peak RSS of one ingest of the export grown further (the absurd-time rule's span
+        check, the sync-call map and the writers must not grow with it)."""
+        sizes = [{"rows": rows, "peak_rss_mb": rss_mb, "wall_s": wall_s}]
+        for min_rows in self.nsys_sizes:
+            log(f"the nsys export grown to >= {min_rows / 1e6:g} M rows (built once); traceq ingest x1")
+            path, meta = inputs.nsys_input(min_rows)
+            store = self.work / "store-nsys-big"
+            r = measure(self.tq + ["ingest", str(path), "--store", str(store), "-q"], cwd=self.work)
+            shutil.rmtree(store, ignore_errors=True)
+            if r["rc"] != 0:
+                return {"sizes": sizes, "error": (r.get("stderr") or "")[-300:]}
+            sizes.append({"rows": meta["total_rows"], "peak_rss_mb": r["peak_rss_mb"], "wall_s": r["wall_s"]})
+            log(f"  -> {meta['total_rows']:,} rows: {r['wall_s']:.2f} s, {r['peak_rss_mb']:.0f} MB")
+        return {"sizes": sizes,
+                "rss_exponent": slope([(d["rows"], d["peak_rss_mb"]) for d in sizes]),
+                "wall_exponent": slope([(d["rows"], d["wall_s"]) for d in sizes]),
+                "definition": "least-squares slope of log(value) vs log(activity rows in the export)"}
 
     def _nsys_limit(self, path: Path, n: dict) -> dict:
         """The limit beside the result: the ADBC reads alone of the same chunks, in fresh

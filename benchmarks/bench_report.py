@@ -143,6 +143,12 @@ def _nsys_line(res: dict) -> None:
               f"threads, no translation or Parquet, timed inside the process) {fmt(lim['read_s'])} s = "
               f"{fmt(lim.get('rows_per_s'), nd=0)} rows/s, plus {fmt(lim.get('import_s'))} s of imports; "
               f"traceq's whole process is {fmt(lim.get('traceq_wall_multiple'), 'x')} of the reads")
+    g = res.get("nsys_growth") or {}
+    if g.get("sizes"):
+        sizes = " / ".join(f"{d['rows'] / 1e6:.1f} M rows {d['peak_rss_mb']:.0f} MB ({d['wall_s']:.2f} s)"
+                           for d in g["sizes"])
+        print(f"   peak RSS as the export grows: {sizes}; growth exponent {fmt(g.get('rss_exponent'))} "
+              f"(time {fmt(g.get('wall_exponent'))})" + (f"; ERROR {g['error']}" if g.get("error") else ""))
 
 
 def _startup_table(res: dict) -> None:
@@ -251,6 +257,13 @@ def goals(res: dict) -> list[dict]:
     out.append({"goal": "nsys ingest / the SQLite reads alone", "target": "reported", "value": v,
                 "measured": f"{fmt(v, 'x')} (reads {fmt(lim.get('read_s'), ' s')}, "
                             f"{fmt((lim.get('rows_per_s') or 0) / 1e6 or None, ' M rows/s')})", "met": None})
+    g = res.get("nsys_growth") or {}
+    if g.get("sizes"):
+        v = g.get("rss_exponent")
+        out.append({"goal": "nsys ingest: peak RSS as the export grows", "target": "reported", "value": v,
+                     "measured": " / ".join(f"{d['peak_rss_mb']:.0f}" for d in g["sizes"]) + " MB at "
+                                 + " / ".join(f"{d['rows'] / 1e6:.1f}" for d in g["sizes"])
+                                 + f" M rows (exponent {fmt(v)})", "met": None})
     st = res.get("startup") or {}
     v = st.get("help_s")
     add("traceq --help, whole process", f"< {GOAL_HELP_S} s", v, fmt(v, " s", 3),
