@@ -25,6 +25,16 @@ def joined(pieces: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+def coded(code_of: dict, distinct: list, inverse: np.ndarray) -> np.ndarray:
+    """Small integer codes of values given as their distinct values and, per value, its index
+    into them (`np.unique(..., return_inverse=True)`, or an Arrow dictionary's indices). Codes
+    are given in first-seen order and `code_of` (value -> code) grows with each call: uint8
+    while there are at most 256 of them, then uint16, then int64."""
+    table = [code_of.setdefault(v, len(code_of)) for v in distinct]
+    n = len(code_of)
+    return np.array(table, np.uint8 if n <= 1 << 8 else np.uint16 if n <= 1 << 16 else np.int64)[inverse]
+
+
 def first_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct keys and, for each, the value of its first occurrence in `keys`.
     Keys already strictly increasing are returned as they are."""

@@ -35,7 +35,7 @@ from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
 from . import memory
 from .common import nesting_depth
-from .first_by_key import first_by_key, joined
+from .first_by_key import coded, first_by_key, joined
 from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
 
@@ -237,11 +237,7 @@ class _Launches:
     def _codes(self, pids: np.ndarray) -> np.ndarray:
         distinct, inverse = (pids[:1], np.zeros(len(pids), np.intp)) if (pids == pids[0]).all() \
             else np.unique(pids, return_inverse=True)
-        for p in distinct.tolist():
-            self.code_of.setdefault(p, len(self.code_of))
-        n = len(self.code_of)
-        dtype = np.uint8 if n <= 1 << 8 else np.uint16 if n <= 1 << 16 else np.int64
-        return np.array([self.code_of[p] for p in distinct.tolist()], dtype)[inverse]
+        return coded(self.code_of, distinct.tolist(), inverse)
 
     def main_pid(self) -> int | None:
         """The pid with the most host events (the first seen among equals)."""

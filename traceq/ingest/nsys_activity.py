@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from .. import schema
 from ..categories import classify
 from .common import strip_api_suffix_expr
-from .first_by_key import first_by_key, joined
+from .first_by_key import coded, first_by_key, joined
 
 # gpu_ops.copy_kind: short direction per memcpy enum value.
 COPY_KINDS = {
@@ -185,10 +185,11 @@ class Waits:
     streams by; once it is read (`finish`), a sync record takes the first call of its process
     with its correlation id (`api`).
 
-    Held as int64 keys (`_pair_key`) with a one-byte api code (the names are SYNC_APIS'
-    four): 9 bytes per call, and a chunk of sync records is matched by binary search. Ids
-    that do not fit a key (hostile exports) switch the calls to pid and correlation arrays,
-    matched by a join on both columns. Calls without a pid or correlation match nothing."""
+    Held as int64 keys (`_pair_key`) with a one-byte api code (`coded`; the names are
+    SYNC_APIS' four): 9 bytes per call, and a chunk of sync records is matched by binary
+    search. Ids that do not fit a key (hostile exports) switch the calls to pid and
+    correlation arrays, matched by a join on both columns. Calls without a pid or correlation
+    match nothing."""
 
     def __init__(self) -> None:
         self.label_code: dict[str, int] = {}
@@ -196,6 +197,7 @@ class Waits:
         self.fits = True
         self.keys = np.empty(0, np.int64)
         self.codes = np.empty(0, np.uint8)
+        self.labels = pa.array([], pa.string())    # code -> api, once `finish` has run
         self.frame: pl.DataFrame | None = None   # (pid, correlation, code) once an id does not fit
 
     def add(self, calls: pa.RecordBatch) -> None:
@@ -205,9 +207,7 @@ class Waits:
         if not calls.num_rows:
             return
         api = calls["api"].dictionary_encode()
-        table = np.array([self.label_code.setdefault(v, len(self.label_code)) for v in api.dictionary.to_pylist()],
-                         np.uint8)
-        codes = table[api.indices.to_numpy(zero_copy_only=False)]
+        codes = coded(self.label_code, api.dictionary.to_pylist(), api.indices.to_numpy(zero_copy_only=False))
         if self.fits:
             keys, fits = _pair_key(calls["pid"], calls["correlation"])
             if fits:
@@ -221,6 +221,7 @@ class Waits:
     def finish(self) -> None:
         """The calls as sorted distinct keys (or as a frame of distinct pairs), each with the
         code of its first call."""
+        self.labels = pa.array(list(self.label_code), pa.string())
         parts, self.parts = self.parts, []
         if not parts:
             return
@@ -234,7 +235,8 @@ class Waits:
                       .unique(["pid", "correlation"], keep="first", maintain_order=True))
 
     def api(self, pid: pa.Array, correlation: pa.Array) -> pa.Array:
-        labels = pa.array(list(self.label_code), pa.string())
+        """The api of each (pid, correlation)'s first sync call, null when none (after `finish`)."""
+        labels = self.labels
         if self.frame is not None:
             code = (pl.DataFrame({"pid": pid, "correlation": correlation})
                     .join(self.frame, on=["pid", "correlation"], how="left", maintain_order="left")["code"])
