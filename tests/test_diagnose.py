@@ -84,6 +84,18 @@ def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
     table = CliRunner().invoke(__import__("traceq.cli", fromlist=["app"]).app,
                                ["diagnose", "--store", str(store), "--run", _run_name(path)])
     assert table.exit_code == 0 and ("-bound (" in table.output or "GPU idle, cause unattributed (" in table.output)
+    # the "Fix first" line heading the other analyses names diagnose's first finding (issue 13:
+    # the same findings head every analysis), or is absent when diagnose has none
+    from traceq.analyses import REGISTRY
+    from traceq.registry import compute
+
+    (r,) = doc["runs"]
+    line = (compute(REGISTRY["hotspots"], store, run=_run_name(path)).headline or "").splitlines()[0]
+    if r["findings"]:
+        assert line.startswith(f"Fix first: {r['findings'][0]['id']} (") and \
+            (f"+{len(r['findings']) - 1} more" in line) is (len(r["findings"]) > 1), line
+    else:
+        assert not line.startswith("Fix first"), line
 
 
 # ---------------------------------------------------------------- channels_last

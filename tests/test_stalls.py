@@ -299,7 +299,10 @@ def test_cli_stalls_table_headlines_and_advice(gap_store):
     res = CliRunner().invoke(app, ["stalls", "--store", str(gap_store.path), "--min-gap-us", "10"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0].startswith("run syn: DataLoader wait 12.0 % of step time (2 steps, mean step 0.2 ms) — data-bound")
+    # "Fix first" is diagnose's first finding: the host blocked 50 µs in sync + 10 µs in a
+    # blocking copy = 0.06 ms over 2 steps, ahead of the 50 µs DataLoader wait (0.025 ms/step)
+    assert lines[0].startswith("Fix first: remove_syncs (up to 0.03 ms/step, 0.06 ms in all); +1 more — ")
+    assert lines[1].startswith("run syn: DataLoader wait 12.0 % of step time (2 steps, mean step 0.2 ms) — data-bound")
     assert any(line.startswith("GPU idle ") for line in lines)
     assert any("num_workers" in line for line in lines)
 
@@ -310,7 +313,8 @@ def test_cli_stalls_json_and_csv(gap_store):
     runner = CliRunner()
     doc = json.loads(runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "json"]).output)
     assert {"rows", "causes", "headline", "units"} <= set(doc) and doc["causes"][0]["cause"] == "data_loading"
-    assert doc["rows"][0]["step_ns"] and doc["headline"].startswith("run syn: DataLoader wait")
+    first, line = doc["headline"].split("\n")
+    assert doc["rows"][0]["step_ns"] and first.startswith("Fix first: remove_syncs") and line.startswith("run syn: DataLoader wait")
     res = runner.invoke(app, ["stalls", "--store", str(gap_store.path), "-f", "csv"])   # steps, then "# causes"
     assert res.exit_code == 0 and res.output.splitlines()[0].startswith("run,rank,step,step_source")
     assert "\n# causes\nrun,cause," in res.output

@@ -25,13 +25,13 @@ def hotspots(scope, top: int = 20, category: str | list[str] | None = None) -> O
         unknown = [c for c in cats if c not in CATEGORIES]
         if unknown:
             raise TraceqError(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
-    from .advice import findings, fix_first_line
+    from .advice import fix_first_line, run_findings
 
-    fs = findings(scope)    # evidence-gated advice (traceq/advice): the kernels it cites are highlighted
+    fs = run_findings(scope)    # evidence-gated advice (traceq/advice): the kernels it cites are highlighted
     everything = hotspots_scoped(scope, fs=fs)
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
-    notes = [f"advice [{f.id}, {f.gain()}]: {f.advice} — {f.evidence}" for f in fs]
+    notes = [f"advice [{f.id}, {f.gain()}]: {f.advice} — {f.evidence}" for f in fs if f.kernels]
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
     # short labels are made unique over every name of the run, so a filtered table reads the same
     from .kernels.labels import short_labels
@@ -187,14 +187,15 @@ def _timer_rows(df: pl.DataFrame) -> pl.DataFrame:
 def stalls(scope, min_gap_us: float = 50.0, data_pattern: str | None = None, table: str = "both") -> Out:
     from .analysis import stalls as sa
 
-    from .advice import fix_first_line
+    from .advice import fix_first_line, run_findings
 
     from .analysis import per_rank
 
     if per_rank.mapped(scope):
         res, fs = per_rank.stalls(scope, min_gap_us, data_pattern)
-    else:
-        res, fs = sa.stalls_scoped(scope, min_gap_us, data_pattern), scope
+    else:   # the findings' stall rules read this command's stalls (its --min-gap-us, --data-pattern)
+        res = sa.stalls_scoped(scope, min_gap_us, data_pattern)
+        fs = run_findings(scope, res)
     df = res.steps if table == "both" else getattr(res, table)
     return Out(df, fix_first_line(fs, sa.headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
                notes=sa.advice(res), value=res)

@@ -9,10 +9,11 @@ The advice names PyTorch APIs only where the scope shows PyTorch (queries/framew
 framework-neutral terms.
 
 Rules that need the stall attribution (memory_management, synchronization, launch
-overhead, data loading, host compute) run only when a `Stalls` result is passed in
-(`traceq diagnose` does); the kernel-evidence rules (channels_last, zero_grad, fused
-optimizer, pinned memory) always run: they are what the "Fix first" line of the other
-analyses shows.
+overhead, data loading, host compute) run only when a `Stalls` result is passed in; the
+kernel-evidence rules (channels_last, zero_grad, fused optimizer, pinned memory) always
+run. `run_findings(scope)` runs both, with the stalls at diagnose's default minimum gap:
+it is what the "Fix first" line of the other analyses shows, so that line names the same
+first finding as `traceq diagnose` (of a one-rank scope) and the report's "Fix first".
 """
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
     return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
 
 
+def run_findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
+    """Every finding of the scope, kernel and stall rules, ranked as `traceq diagnose` ranks
+    them: `stalls` is the scope's Stalls result, computed here (diagnose's default minimum
+    gap, no data pattern) when not given."""
+    if stalls is None:
+        from ..analysis.stalls import stalls_scoped
+
+        stalls = stalls_scoped(scope)
+    return findings(scope, stalls, ev)
+
+
 def _span_ns(stalls) -> int | None:
     """The GPU span the stall causes' shares are of (idle_pct = 100 · idle_ns / span)."""
     for r in stalls.causes.iter_rows(named=True):
@@ -51,21 +63,27 @@ def _span_ns(stalls) -> int | None:
 
 def fix_first(fs: list[Finding]) -> str | None:
     """The one-line "Fix first" headline of the other analyses: the top finding of `fs`
-    (kernel-evidence findings: `findings(scope)`), or None when there is none."""
+    (`run_findings(scope)`), or None when there is none."""
     if not fs:
         return None
     f = fs[0]
     more = f"; +{len(fs) - 1} more" if len(fs) > 1 else ""
-    gain = f"up to {f.gain()}, {f.gpu_ms:,.2f} ms in all" if f.stepped else f"up to {f.gain()}; the trace has no steps"
+    if not f.stepped:
+        gain = f"up to {f.gain()}; the trace has no steps"
+    elif round(f.gpu_ms, 2):   # a data wait of a CPU-only trace has no GPU time to add up
+        gain = f"up to {f.gain()}, {f.gpu_ms:,.2f} ms in all"
+    else:
+        gain = f"up to {f.gain()}"
     return (f"Fix first: {f.id} ({gain}){more} "
             "— traceq diagnose shows the evidence and the stall causes")
 
 
 def fix_first_line(fs, headline: str | None) -> str | None:
     """`headline` with the "Fix first" line above it (when there is a finding). `fs`: the
-    findings, or a Scope to compute the kernel-evidence findings of."""
-    first = fix_first(fs if isinstance(fs, list) else findings(fs))
+    findings, or a Scope to compute them of (`run_findings`)."""
+    first = fix_first(fs if isinstance(fs, list) else run_findings(fs))
     return "\n".join(x for x in (first, headline) if x) or None
 
 
-__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first", "fix_first_line"]
+__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first", "fix_first_line",
+           "run_findings"]

@@ -19,8 +19,9 @@ def _advice(df: pl.DataFrame, fs: list) -> pl.DataFrame:
 
 def hotspots_scoped(scope: Scope, top: int | None = None, categories: list[str] | None = None,
                     fs: list | None = None) -> pl.DataFrame:
-    """`fs`: the kernel-evidence findings of the scope (traceq.advice.findings), computed when
-    not given; rows of the kernels they cite get their advice."""
+    """`fs`: findings of the scope (traceq.advice); rows of the kernels they cite get their
+    advice. Only the kernel-evidence rules cite kernels, so when not given those are computed
+    (traceq.advice.findings)."""
     from ..advice import findings
 
     df = scope.df(queries.load("hotspots"))

@@ -16,7 +16,9 @@ Reduce, in the client, to exactly what the SQL gives over the whole run:
 - breakdown: each rank returns its sums and counts per region (breakdown_rank.sql);
   breakdown.sql adds them up (the mean is Σ sums / Σ counts), the same SQL as in one process;
 - the "Fix first" line: the advice evidence (advice_run.sql, advice_ops.sql) is counts and
-  sums, merged by traceq.advice.base.merge_evidence.
+  sums, merged by traceq.advice.base.merge_evidence; its stall rules read every rank's
+  stalls at diagnose's defaults, reduced as the stalls causes are, and the host calls those
+  rules cite (allocator and sync calls per name), counted per rank and summed.
 Two inputs are not decomposable and are read in the client with a small pass of their own:
 `--window hta` needs the number of distinct *ProfilerStep* names of the whole run (one
 DuckDB count over the region names before the map), and `breakdown --by timer` needs every
@@ -80,10 +82,24 @@ def _evidence(scope: Scope):
     return evidence_parts(scope)
 
 
+def _advice_rank(scope: Scope, min_gap_us: float | None = None, data_pattern: str | None = None) -> dict:
+    """What the run's findings need of one rank (the "Fix first" line): its Stalls (at
+    diagnose's default minimum gap unless given), per device its first op start and last op
+    end, the host calls the stall rules cite, and its advice evidence parts."""
+    from ..advice.rules import HOST_CALLS
+    from ..advice.rules._stall import host_calls
+    from .stalls import DEFAULT_MIN_GAP_US, stalls_scoped
+
+    st = stalls_scoped(scope, DEFAULT_MIN_GAP_US if min_gap_us is None else min_gap_us, data_pattern)
+    ends = scope.df("SELECT key, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM st_busy GROUP BY key")
+    st.host_calls = {where: host_calls(scope, where) for where in HOST_CALLS}
+    return {"stalls": st, "busy_ends": ends, "ev": _evidence(scope)}
+
+
 def _summary_rank(scope: Scope, window: str) -> dict:
     from .summary import summary_scoped
 
-    return {"df": summary_scoped(scope, window), "ev": _evidence(scope)}
+    return {"df": summary_scoped(scope, window), **_advice_rank(scope)}
 
 
 def _overlap_rank(scope: Scope, window: str, by: str) -> dict:
@@ -91,21 +107,17 @@ def _overlap_rank(scope: Scope, window: str, by: str) -> dict:
 
     prepare_overlap(scope, window)
     return {"rank": overlap_rows(scope, "rank"), "step": overlap_rows(scope, "step") if by == "step" else None,
-            "ev": _evidence(scope)}
+            **_advice_rank(scope)}
 
 
 def _breakdown_rank(scope: Scope, by: str) -> dict:
     from .breakdown import partials_scoped
 
-    return {"partials": partials_scoped(scope, by), "ev": _evidence(scope)}
+    return {"partials": partials_scoped(scope, by), **_advice_rank(scope)}
 
 
 def _stalls_rank(scope: Scope, min_gap_us: float, data_pattern: str | None) -> dict:
-    from .stalls import stalls_scoped
-
-    st = stalls_scoped(scope, min_gap_us, data_pattern)
-    ends = scope.df("SELECT key, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM st_busy GROUP BY key")
-    return {"stalls": st, "busy_ends": ends, "ev": _evidence(scope)}
+    return _advice_rank(scope, min_gap_us, data_pattern)
 
 
 def _diagnose_rank(scope: Scope, min_gap_us: float) -> dict:
@@ -157,11 +169,49 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
-def _findings(scope: Scope, outs: list[dict]) -> list:
+def _findings(scope: Scope, outs: list[dict], stalls=None) -> list:
+    """The run's findings, kernel and stall rules (traceq.advice.run_findings) from the
+    ranks' parts; `stalls`: the run's Stalls when already reduced."""
     from ..advice import findings
     from ..advice.base import merge_evidence
+    from .stalls import DEFAULT_MIN_GAP_US
 
-    return findings(scope, ev=merge_evidence([o["ev"] for o in outs]))
+    st = stalls if stalls is not None else _reduce_stalls(scope, outs, DEFAULT_MIN_GAP_US, None)
+    return findings(scope, st, merge_evidence([o["ev"] for o in outs]))
+
+
+def _reduce_stalls(scope: Scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):
+    """The run's Stalls from every rank's: causes by stalls.sql over all gaps and each
+    device's busy ends; steps, gaps and launch rows concatenated; host calls summed per name."""
+    from .. import queries
+    from ..store import fetch_pl
+    from .stalls import Stalls
+
+    parts = [o["stalls"] for o in outs]
+    gaps = _concat([p.gaps for p in parts])
+    con = scope.con
+    register_pl(con, "st_busy", _concat([o["busy_ends"] for o in outs]))
+    register_pl(con, "st_gaps", gaps)
+    try:
+        causes = fetch_pl(con, queries.load("stalls"))
+    finally:
+        con.unregister("st_busy")
+        con.unregister("st_gaps")
+    res = Stalls(causes, _concat([p.steps for p in parts]), gaps, min_gap_us, data_pattern,
+                 any(p.single_process_loader for p in parts), _concat([p.launch for p in parts]),
+                 any(p.pytorch for p in parts))
+    res.host_calls = {where: _sum_calls([p.host_calls[where] for p in parts]) for where in parts[0].host_calls} \
+        if parts and all(p.host_calls is not None for p in parts) else None
+    return res
+
+
+def _sum_calls(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Host calls per name (traceq.advice.rules._stall.host_calls) of every rank, summed."""
+    df = _concat(frames)
+    if not df.height:
+        return frames[0]
+    return (df.group_by("name").agg(pl.col("n").sum(), pl.col("ns").sum())
+              .sort(["ns", "name"], descending=[True, False]))
 
 
 # ------------------------------------------------------------------ reduce, per analysis
@@ -198,27 +248,14 @@ def breakdown(scope: Scope, by: str) -> tuple[pl.DataFrame, list]:
 
 
 def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
-    """(the run's Stalls, findings): causes from every rank's gaps and GPU span (stalls.sql)."""
-    from .. import queries
-    from ..store import fetch_pl
-    from .stalls import Stalls, check_stalls_args
+    """(the run's Stalls, findings): causes from every rank's gaps and GPU span (stalls.sql);
+    the findings' stall rules read these stalls (the command's minimum gap and data pattern)."""
+    from .stalls import check_stalls_args
 
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     outs = map_ranks(scope, "stalls", min_gap_us=min_gap_us, data_pattern=data_pattern)
-    parts = [o["stalls"] for o in outs]
-    gaps = _concat([p.gaps for p in parts])
-    con = scope.con
-    register_pl(con, "st_busy", _concat([o["busy_ends"] for o in outs]))
-    register_pl(con, "st_gaps", gaps)
-    try:
-        causes = fetch_pl(con, queries.load("stalls"))
-    finally:
-        con.unregister("st_busy")
-        con.unregister("st_gaps")
-    res = Stalls(causes, _concat([p.steps for p in parts]), gaps, min_gap_us, data_pattern,
-                 any(p.single_process_loader for p in parts), _concat([p.launch for p in parts]),
-                 any(p.pytorch for p in parts))
-    return res, _findings(scope, outs)
+    res = _reduce_stalls(scope, outs, min_gap_us, data_pattern)
+    return res, _findings(scope, outs, res)
 
 
 def diagnose(scope: Scope, min_gap_us: float) -> pl.DataFrame:

@@ -34,6 +34,9 @@ class Stalls:
     single_process_loader: bool = False   # a DataLoader with num_workers=0 was seen
     launch: pl.DataFrame | None = None    # launch statistics per rank (launch_stats.sql)
     pytorch: bool = False                 # PyTorch evidence (framework.sql): advice may name PyTorch APIs
+    # the host calls the stall rules cite, counted per rank and summed by a map over ranks
+    # (traceq.analysis.per_rank): SQL condition -> calls per name; None: the rules query the scope
+    host_calls: dict | None = None
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:

@@ -36,9 +36,13 @@ def queued_text(row: dict) -> str:
             "(the GPU waited on something else there: not counted)") if q else ""
 
 
-def host_calls(scope, where: str) -> pl.DataFrame:
+def host_calls(scope, where: str, stalls=None) -> pl.DataFrame:
     """Host ops of the scope matching the SQL condition `where` (on h.kind, h.name), per
-    name: count and host time, most time first."""
+    name: count and host time, most time first. A run mapped over its ranks has them summed
+    over the ranks in `stalls.host_calls` (its client scope holds no table data)."""
+    tallied = getattr(stalls, "host_calls", None)
+    if tallied is not None and where in tallied:
+        return tallied[where]
     return scope.df(
         "SELECT h.name, count(*) AS n, sum(h.end_ns - h.start_ns)::BIGINT AS ns FROM host_ops h "
         "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND (" + where + ") "

@@ -27,7 +27,7 @@ def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
     row = cause_row(stalls, "memory_management")
     if row is None or not row["idle_ns"]:
         return None
-    calls = host_calls(scope, MEM_CALLS)
+    calls = host_calls(scope, MEM_CALLS, stalls)
     frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
     if frees < MIN_FREES:
         return None

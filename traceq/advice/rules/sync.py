@@ -25,7 +25,7 @@ def synchronization(scope, ev: Evidence, stalls) -> Finding | None:
     gaps = sum(r["gaps"] for r in rows)
     pct = sum(r["idle_pct"] or 0 for r in rows)
     split = ", ".join(f"{r['cause']} {r['idle_ns'] / 1e6:,.2f} ms" for r in rows if r["idle_ns"])
-    calls = host_calls(scope, SYNC_CALLS)
+    calls = host_calls(scope, SYNC_CALLS, stalls)
     return Finding(
         "remove_syncs", "synchronization",
         f"GPU idle {ns / 1e6:,.2f} ms ({pct:.1f} % of the GPU span{ev.per_step(ns)}) in {gaps:,} gaps while the host was blocked "
