@@ -183,6 +183,10 @@ def _analyses_table(res: dict) -> None:
         goal = GOAL_REPORT_S if name == "report" else GOAL_ANALYSIS_S
         rows.append([name, "CLI"] + cells + [fmt(d.get("exponent")), f"< {goal:g} s "
                                              f"{met(t8, goal)}"])
+        if any((d.get(n) or {}).get("cold_time_s") is not None for n in scales):
+            ccells = [fmt((d.get(n) or {}).get("cold_time_s"), nd=3) for n in scales]
+            c8 = (d.get(8) or {}).get("cold_time_s")
+            rows.append(["", "CLI, cold"] + ccells + ["", f"< {goal:g} s {met(c8, goal)}"])
         if any((d.get(n) or {}).get("api") for n in scales):
             acells = [fmt(((d.get(n) or {}).get("api") or {}).get("api_s"), nd=3)
                       for n in scales]
@@ -190,8 +194,9 @@ def _analyses_table(res: dict) -> None:
             rows.append(["", "API"] + acells + [fmt(d.get("api_exponent")),
                                                 f"< {goal:g} s {met(a8, goal)}"])
     print_table("7. Analyses after ingest, s. CLI = whole-process wall minus `traceq --help` "
-                f"({fmt(an.get('subtracted_startup_s'), nd=3)} s); API = the Python call "
-                "alone, libraries imported",
+                f"({fmt(an.get('subtracted_startup_s'), nd=3)} s); CLI, cold = the first analysis after "
+                "ingest, before the run's findings are kept beside the store (the repeats read them); "
+                "API = the Python call alone, libraries imported",
                 ["command", "how"] + [f"{n}x" for n in scales] + ["exponent", "at 8x"], rows)
     rep = (an.get("report") or {}).get(8) or {}
     if rep.get("bytes"):
@@ -284,6 +289,13 @@ def goals(res: dict) -> list[dict]:
     else:
         add("every analysis on the 8x run after ingest", f"< {GOAL_ANALYSIS_S:g} s each",
             None, "", False)
+    cold8 = {c: ((an.get(c) or {}).get(8) or {}).get("cold_time_s") for c in cmds}
+    cold8 = {c: v for c, v in cold8.items() if v is not None}
+    if cold8:
+        worst = max(cold8, key=cold8.get)
+        add("the first analysis on the 8x run after ingest, cold (computes and keeps the run's findings)",
+            f"< {GOAL_ANALYSIS_S:g} s each", cold8[worst], f"slowest {worst} {cold8[worst]:.3f} s",
+            cold8[worst] < GOAL_ANALYSIS_S)
     exps = {c: (an.get(c) or {}).get("api_exponent", (an.get(c) or {}).get("exponent"))
             for c in cmds}
     if cmds and all(v is not None for v in exps.values()):

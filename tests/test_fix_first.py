@@ -104,12 +104,14 @@ def _churn_rank(frees: int) -> Trace:
     return t
 
 
-def test_a_run_mapped_over_its_ranks_gives_the_line_of_the_whole_run(tmp_path):
+def test_a_run_mapped_over_its_ranks_gives_the_line_of_the_whole_run(tmp_path, monkeypatch):
     """Two ranks with one hipFree each in a GPU-idle gap. Allocator churn needs memory given
     back at least twice: neither rank alone shows it (diagnose, per rank, has no
     allocator_churn), the run as a whole does. A run mapped over its ranks (--jobs) must rank
     the same findings as the run analysed in one process: the allocator calls the rule counts
-    are summed over the ranks (per_rank._reduce_stalls)."""
+    are summed over the ranks (per_rank._reduce_stalls). Both paths compute: the findings
+    kept beside the store (traceq.advice.cache) are off."""
+    monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
     store = tmp_path / "s"
     for rank in (0, 1):
         ingest([_churn_rank(1).write(tmp_path / f"r{rank}.pt.trace.json.gz")], store=store, run="ddp", rank=rank,

@@ -34,6 +34,13 @@ from traceq.store import Store
 sys.path.insert(0, str(REPO / "benchmarks"))
 import make_many_ranks  # noqa: E402
 
+@pytest.fixture(autouse=True)
+def _no_findings_cache(monkeypatch):
+    """Both paths compute the run's findings (the "Fix first" line): kept beside the store,
+    the second would read the first's, and the reduce of the map would go untested."""
+    monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
+
+
 CASES = [("summary", {}), ("summary", {"window": "hta"}),
          ("overlap", {}), ("overlap", {"by": "step"}), ("overlap", {"by": "across", "window": "hta"}),
          ("breakdown", {}), ("breakdown", {"by": "annotation"}), ("breakdown", {"by": "timer"}),

@@ -96,24 +96,24 @@ def _advice_rank(scope: Scope, min_gap_us: float | None = None, data_pattern: st
     return {"stalls": st, "busy_ends": ends, "ev": _evidence(scope)}
 
 
-def _summary_rank(scope: Scope, window: str) -> dict:
+def _summary_rank(scope: Scope, window: str, advice: bool = True) -> dict:
     from .summary import summary_scoped
 
-    return {"df": summary_scoped(scope, window), **_advice_rank(scope)}
+    return {"df": summary_scoped(scope, window), **(_advice_rank(scope) if advice else {})}
 
 
-def _overlap_rank(scope: Scope, window: str, by: str) -> dict:
+def _overlap_rank(scope: Scope, window: str, by: str, advice: bool = True) -> dict:
     from .overlap import overlap_rows, prepare_overlap
 
     prepare_overlap(scope, window)
     return {"rank": overlap_rows(scope, "rank"), "step": overlap_rows(scope, "step") if by == "step" else None,
-            **_advice_rank(scope)}
+            **(_advice_rank(scope) if advice else {})}
 
 
-def _breakdown_rank(scope: Scope, by: str) -> dict:
+def _breakdown_rank(scope: Scope, by: str, advice: bool = True) -> dict:
     from .breakdown import partials_scoped
 
-    return {"partials": partials_scoped(scope, by), **_advice_rank(scope)}
+    return {"partials": partials_scoped(scope, by), **(_advice_rank(scope) if advice else {})}
 
 
 def _stalls_rank(scope: Scope, min_gap_us: float, data_pattern: str | None) -> dict:
@@ -169,15 +169,27 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
-def _findings(scope: Scope, outs: list[dict], stalls=None) -> list:
+def _cached_findings(scope: Scope) -> tuple[str, list | None]:
+    """(the run's cache key, its findings kept beside the store or None: traceq.advice.cache).
+    With them, the ranks' tasks skip what the findings need (advice=False)."""
+    from ..advice import cache
+
+    return cache.load(scope)
+
+
+def _findings(scope: Scope, outs: list[dict], key: str | None, stalls=None) -> list:
     """The run's findings, kernel and stall rules (traceq.advice.run_findings) from the
-    ranks' parts; `stalls`: the run's Stalls when already reduced."""
-    from ..advice import findings
+    ranks' parts; `stalls`: the run's Stalls when already reduced. Kept beside the store
+    under `key` (None: not kept, the stalls are not at diagnose's defaults)."""
+    from ..advice import cache, findings
     from ..advice.base import merge_evidence
     from .stalls import DEFAULT_MIN_GAP_US
 
     st = stalls if stalls is not None else _reduce_stalls(scope, outs, DEFAULT_MIN_GAP_US, None)
-    return findings(scope, st, merge_evidence([o["ev"] for o in outs]))
+    fs = findings(scope, st, merge_evidence([o["ev"] for o in outs]))
+    if key is not None:
+        cache.save(scope, key, fs)
+    return fs
 
 
 def _reduce_stalls(scope: Scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):
@@ -219,9 +231,11 @@ def summary(scope: Scope, window: str) -> tuple[pl.DataFrame, list]:
     """(summary rows of every rank, the kernel-evidence findings of the run)."""
     from .summary import _SCHEMA, check_window
 
-    outs = map_ranks(scope, "summary", check_window(window))
+    key, fs = _cached_findings(scope)
+    outs = map_ranks(scope, "summary", check_window(window), advice=fs is None)
     df = _concat([o["df"] for o in outs])
-    return (df.cast(_SCHEMA) if df.height else pl.DataFrame(schema=_SCHEMA)), _findings(scope, outs)
+    return ((df.cast(_SCHEMA) if df.height else pl.DataFrame(schema=_SCHEMA)),
+            fs if fs is not None else _findings(scope, outs, key))
 
 
 def overlap(scope: Scope, window: str, by: str) -> tuple[pl.DataFrame, pl.DataFrame | None, list]:
@@ -229,22 +243,25 @@ def overlap(scope: Scope, window: str, by: str) -> tuple[pl.DataFrame, pl.DataFr
     from .overlap import _SCHEMA, check_by
     from .summary import check_window
 
-    outs = map_ranks(scope, "overlap", check_window(window), by=check_by(by))
+    key, fs = _cached_findings(scope)
+    outs = map_ranks(scope, "overlap", check_window(window), by=check_by(by), advice=fs is None)
     ranks = _concat([o["rank"] for o in outs])
     ranks = ranks.cast(_SCHEMA) if ranks.height else pl.DataFrame(schema=_SCHEMA)
     steps = None
     if by == "step":
         steps = _concat([o["step"] for o in outs])
         steps = steps.cast(_SCHEMA) if steps.height else pl.DataFrame(schema=_SCHEMA)
-    return ranks, steps, _findings(scope, outs)
+    return ranks, steps, fs if fs is not None else _findings(scope, outs, key)
 
 
 def breakdown(scope: Scope, by: str) -> tuple[pl.DataFrame, list]:
     from .breakdown import _sources, reduce_partials
 
     _sources(by)
-    outs = map_ranks(scope, "breakdown", by=by)
-    return reduce_partials(scope.con, _concat([o["partials"] for o in outs])), _findings(scope, outs)
+    key, fs = _cached_findings(scope)
+    outs = map_ranks(scope, "breakdown", by=by, advice=fs is None)
+    return (reduce_partials(scope.con, _concat([o["partials"] for o in outs])),
+            fs if fs is not None else _findings(scope, outs, key))
 
 
 def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
@@ -255,7 +272,12 @@ def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     outs = map_ranks(scope, "stalls", min_gap_us=min_gap_us, data_pattern=data_pattern)
     res = _reduce_stalls(scope, outs, min_gap_us, data_pattern)
-    return res, _findings(scope, outs, res)
+    from .stalls import DEFAULT_MIN_GAP_US
+
+    if min_gap_us == DEFAULT_MIN_GAP_US and data_pattern is None:   # the findings kept beside the store
+        key, fs = _cached_findings(scope)
+        return res, fs if fs is not None else _findings(scope, outs, key, res)
+    return res, _findings(scope, outs, None, res)
 
 
 def diagnose(scope: Scope, min_gap_us: float) -> pl.DataFrame:

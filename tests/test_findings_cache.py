@@ -1,0 +1,121 @@
+"""The run's findings kept beside the store (traceq/advice/cache.py): the "Fix first" line of
+every analysis after the first reads them instead of computing the stall attribution again.
+They must never be stale: a re-ingested run, another scope or other code is a new key; a
+store that cannot be written and a damaged file cost only the time."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from test_fix_first import _churn_rank, _first_line, _host_bound_cnn
+
+import traceq.analysis.stalls as stalls_mod
+from traceq.advice import cache, run_findings
+from traceq.analyses import REGISTRY
+from traceq.analysis.scope import open_scope
+from traceq.ingest import ingest
+from traceq.registry import compute
+
+
+def _computed(store, run=None, steps=None, monkeypatch=None) -> list[dict]:
+    """The findings computed without the cache (the second method)."""
+    monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
+    try:
+        return [f.__dict__ for f in run_findings(open_scope(store, run, steps=steps))]
+    finally:
+        monkeypatch.delenv("TRACEQ_FINDINGS_CACHE")
+
+
+def _count_stalls(monkeypatch) -> list[int]:
+    calls = [0]
+    real = stalls_mod.stalls_scoped
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(stalls_mod, "stalls_scoped", counted)
+    return calls
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = tmp_path / "s"
+    ingest([_host_bound_cnn().write(tmp_path / "t.pt.trace.json.gz")], store=s, run="r", jobs=1)
+    return s
+
+
+def test_analyses_after_the_first_read_the_kept_findings(store, monkeypatch):
+    calls = _count_stalls(monkeypatch)
+    first = _first_line(compute(REGISTRY["summary"], store))
+    assert first.startswith("Fix first: host_bound") and calls[0] == 1
+    files = list((store / ".cache" / "findings").glob("*.json"))
+    assert len(files) == 1
+    for name in ("hotspots", "overlap", "breakdown"):
+        assert _first_line(compute(REGISTRY[name], store)) == first
+    assert calls[0] == 1                      # no stall attribution after the first analysis
+    kept = [f.__dict__ for f in run_findings(open_scope(store))]
+    assert kept == _computed(store, monkeypatch=monkeypatch)   # every field, as computed
+
+
+def test_a_reingested_run_is_a_new_key(store, tmp_path, monkeypatch):
+    assert _first_line(compute(REGISTRY["summary"], store)).startswith("Fix first: host_bound")
+    # the same run replaced by an allocator-churn trace
+    ingest([_churn_rank(6).write(tmp_path / "u.pt.trace.json.gz")], store=store, run="r", jobs=1, force=True)
+    line = _first_line(compute(REGISTRY["summary"], store))
+    want = _computed(store, monkeypatch=monkeypatch)[0]
+    assert want["id"] == "allocator_churn" and line.startswith("Fix first: allocator_churn")
+
+
+def test_each_scope_keeps_its_own(store, monkeypatch):
+    whole = [f.__dict__ for f in run_findings(open_scope(store))]
+    step2 = [f.__dict__ for f in run_findings(open_scope(store, steps="2:3"))]
+    assert len(list((store / ".cache" / "findings").glob("*.json"))) == 2
+    assert whole == _computed(store, monkeypatch=monkeypatch)
+    assert step2 == _computed(store, steps="2:3", monkeypatch=monkeypatch)
+    # the scope of one step: channels_last's 0.10 ms of the 2 ms of GPU work is above the floor,
+    # but there is no gap (the next step's convolution is outside): host_bound is not there
+    assert [f["id"] for f in whole] == ["host_bound", "channels_last"] and [f["id"] for f in step2] == ["channels_last"]
+
+
+def test_other_code_is_a_new_key(store, monkeypatch):
+    calls = _count_stalls(monkeypatch)
+    run_findings(open_scope(store))
+    run_findings(open_scope(store))
+    assert calls[0] == 1
+    monkeypatch.setattr(cache, "_code", "another version of traceq")
+    run_findings(open_scope(store))
+    assert calls[0] == 2
+
+
+def test_a_store_that_cannot_be_written_computes_them(store, monkeypatch):
+    calls = _count_stalls(monkeypatch)
+
+    def refuse(*a, **k):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    for _ in range(2):
+        assert _first_line(compute(REGISTRY["summary"], store)).startswith("Fix first: host_bound")
+    assert calls[0] == 2
+    assert not [p for p in (store / ".cache" / "findings").iterdir()]   # nor a temporary file left
+
+
+@pytest.mark.parametrize("damage", ["", "{not json", '{"key": 1}', '{"key": "K", "findings": [{"id": 3}]}', "[]"])
+def test_a_damaged_file_is_recomputed_and_replaced(store, monkeypatch, damage):
+    line = _first_line(compute(REGISTRY["summary"], store))
+    (path,) = (store / ".cache" / "findings").glob("*.json")
+    key = json.loads(path.read_text())["key"]
+    path.write_text(damage.replace('"K"', json.dumps(key)))
+    calls = _count_stalls(monkeypatch)
+    assert _first_line(compute(REGISTRY["summary"], store)) == line
+    assert calls[0] == 1 and json.loads(path.read_text())["key"] == key
+
+
+def test_off_with_the_environment_variable(store, monkeypatch):
+    monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
+    calls = _count_stalls(monkeypatch)
+    compute(REGISTRY["summary"], store)
+    compute(REGISTRY["summary"], store)
+    assert calls[0] == 2 and not (store / ".cache").exists()

@@ -1,0 +1,97 @@
+"""The findings of a run's scope, kept beside the store so that the "Fix first" line of every
+analysis after the first one reads a small file instead of computing the stall attribution
+again (`traceq.advice.run_findings`).
+
+Where: `<store>/.cache/findings/<scope id>.json`, one file per run and scope (rank, --steps,
+--step-pattern, --skip-first), holding `{"key": ..., "findings": [...]}`.
+Key: what the findings are computed from. The traceq code (its version, and the size and
+modification time of every source file of the package), the run's manifest rows (each
+ingest writes files with new ingest ids, so a re-ingested run never matches an old key) and
+the scope. A file whose key differs is recomputed and replaced.
+Never in the way: the file is written to a temporary name and moved into place
+(`os.replace`), so a reader sees a whole file or none; a store that cannot be written
+(read-only, full disk) or an unreadable file means the findings are computed, as without
+the cache. The cache is not part of the store's interface: deleting `.cache` loses nothing,
+and TRACEQ_FINDINGS_CACHE=0 turns it off (the findings are computed every time).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from .base import Finding
+
+CACHE_DIR = ".cache/findings"
+_FIELDS = {f.name for f in fields(Finding)}
+_code: str | None = None
+
+
+def _code_fingerprint() -> str:
+    """traceq's version and the size and mtime of each of its source files (.py, .sql, .toml)."""
+    global _code
+    if _code is None:
+        from .. import __version__
+
+        root = Path(__file__).resolve().parent.parent
+        h = hashlib.sha256(__version__.encode())
+        for p in sorted(root.rglob("*")):
+            if p.suffix in (".py", ".sql", ".toml") and "__pycache__" not in p.parts:
+                st = p.stat()
+                h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        _code = h.hexdigest()
+    return _code
+
+
+def _scope_id(scope) -> str:
+    return json.dumps([scope.run, scope.rank, scope.steps, scope.step_pattern, scope.skip_first])
+
+
+def _path(scope) -> Path:
+    name = hashlib.sha256(_scope_id(scope).encode()).hexdigest()[:32]
+    return Path(scope.store.path) / CACHE_DIR / f"{name}.json"
+
+
+def _key(scope) -> str:
+    rows = scope.con.execute("SELECT * FROM runs WHERE run = $run ORDER BY rank",
+                             {"run": scope.run}).fetchall()
+    h = hashlib.sha256(_code_fingerprint().encode())
+    h.update(_scope_id(scope).encode())
+    h.update(repr(rows).encode())
+    return h.hexdigest()
+
+
+def _enabled() -> bool:
+    return os.environ.get("TRACEQ_FINDINGS_CACHE", "1").strip() != "0"
+
+
+def load(scope) -> tuple[str | None, list[Finding] | None]:
+    """(the scope's key, its cached findings or None); (None, None) with the cache off."""
+    if not _enabled():
+        return None, None
+    key = _key(scope)
+    try:
+        doc = json.loads(_path(scope).read_text())
+        if doc.get("key") != key:
+            return key, None
+        return key, [Finding(**{k: v for k, v in f.items() if k in _FIELDS}) for f in doc["findings"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return key, None
+
+
+def save(scope, key: str | None, fs: list[Finding]) -> None:
+    if key is None:
+        return
+    path = _path(scope)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"key": key, "findings": [asdict(f) for f in fs]}))
+        os.replace(tmp, path)
+    except OSError:   # a store we cannot write to: the findings are computed each time
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
