@@ -228,7 +228,7 @@ def _sum_calls(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 # ------------------------------------------------------------------ reduce, per analysis
 def summary(scope: Scope, window: str) -> tuple[pl.DataFrame, list]:
-    """(summary rows of every rank, the kernel-evidence findings of the run)."""
+    """(summary rows of every rank, the findings of the run: kernel and stall rules)."""
     from .summary import _SCHEMA, check_window
 
     key, fs = _cached_findings(scope)
