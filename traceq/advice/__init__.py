@@ -47,21 +47,17 @@ def run_findings(scope, stalls=None) -> list[Finding]:
     them: `stalls` is the scope's Stalls result, computed here (diagnose's default minimum
     gap, no data pattern) when not given. The findings at those defaults are kept beside the
     store (traceq.advice.cache) and read from there while the run and the code are unchanged."""
-    from ..analysis.stalls import DEFAULT_MIN_GAP_US
     from . import cache
 
-    cached = stalls is None or (stalls.min_gap_us == DEFAULT_MIN_GAP_US and stalls.data_pattern is None)
-    if cached:
-        key, fs = cache.load(scope)
-        if fs is not None:
-            return fs
+    key, fs = cache.load(scope) if cache.keeps(stalls) else (None, None)
+    if fs is not None:
+        return fs
     if stalls is None:
         from ..analysis.stalls import stalls_scoped
 
         stalls = stalls_scoped(scope)
     fs = findings(scope, stalls)
-    if cached:
-        cache.save(scope, key, fs)
+    cache.save(scope, key, fs)
     return fs
 
 

@@ -63,6 +63,14 @@ def _key(scope) -> str:
     return h.hexdigest()
 
 
+def keeps(stalls) -> bool:
+    """Whether findings computed with these stalls are the ones kept: stalls at diagnose's
+    defaults (minimum gap 50 µs, no data pattern), or None (computed at those defaults)."""
+    from ..analysis.stalls import DEFAULT_MIN_GAP_US
+
+    return stalls is None or (stalls.min_gap_us == DEFAULT_MIN_GAP_US and stalls.data_pattern is None)
+
+
 def _enabled() -> bool:
     return os.environ.get("TRACEQ_FINDINGS_CACHE", "1").strip() != "0"
 

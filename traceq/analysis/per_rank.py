@@ -169,12 +169,15 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
-def _cached_findings(scope: Scope) -> tuple[str, list | None]:
-    """(the run's cache key, its findings kept beside the store or None: traceq.advice.cache).
-    With them, the ranks' tasks skip what the findings need (advice=False)."""
+def _map_with_findings(scope: Scope, analysis: str, window: str | None = None, **params) -> tuple[list[dict], list]:
+    """`map_ranks` and the run's findings: those kept beside the store (traceq.advice.cache),
+    the ranks' tasks then skipping what the findings need; else computed from the parts the
+    tasks return, and kept."""
     from ..advice import cache
 
-    return cache.load(scope)
+    key, fs = cache.load(scope)
+    outs = map_ranks(scope, analysis, window, advice=fs is None, **params)
+    return outs, fs if fs is not None else _findings(scope, outs, key)
 
 
 def _findings(scope: Scope, outs: list[dict], key: str | None, stalls=None) -> list:
@@ -231,11 +234,9 @@ def summary(scope: Scope, window: str) -> tuple[pl.DataFrame, list]:
     """(summary rows of every rank, the findings of the run: kernel and stall rules)."""
     from .summary import _SCHEMA, check_window
 
-    key, fs = _cached_findings(scope)
-    outs = map_ranks(scope, "summary", check_window(window), advice=fs is None)
+    outs, fs = _map_with_findings(scope, "summary", check_window(window))
     df = _concat([o["df"] for o in outs])
-    return ((df.cast(_SCHEMA) if df.height else pl.DataFrame(schema=_SCHEMA)),
-            fs if fs is not None else _findings(scope, outs, key))
+    return (df.cast(_SCHEMA) if df.height else pl.DataFrame(schema=_SCHEMA)), fs
 
 
 def overlap(scope: Scope, window: str, by: str) -> tuple[pl.DataFrame, pl.DataFrame | None, list]:
@@ -243,41 +244,35 @@ def overlap(scope: Scope, window: str, by: str) -> tuple[pl.DataFrame, pl.DataFr
     from .overlap import _SCHEMA, check_by
     from .summary import check_window
 
-    key, fs = _cached_findings(scope)
-    outs = map_ranks(scope, "overlap", check_window(window), by=check_by(by), advice=fs is None)
+    outs, fs = _map_with_findings(scope, "overlap", check_window(window), by=check_by(by))
     ranks = _concat([o["rank"] for o in outs])
     ranks = ranks.cast(_SCHEMA) if ranks.height else pl.DataFrame(schema=_SCHEMA)
     steps = None
     if by == "step":
         steps = _concat([o["step"] for o in outs])
         steps = steps.cast(_SCHEMA) if steps.height else pl.DataFrame(schema=_SCHEMA)
-    return ranks, steps, fs if fs is not None else _findings(scope, outs, key)
+    return ranks, steps, fs
 
 
 def breakdown(scope: Scope, by: str) -> tuple[pl.DataFrame, list]:
     from .breakdown import _sources, reduce_partials
 
     _sources(by)
-    key, fs = _cached_findings(scope)
-    outs = map_ranks(scope, "breakdown", by=by, advice=fs is None)
-    return (reduce_partials(scope.con, _concat([o["partials"] for o in outs])),
-            fs if fs is not None else _findings(scope, outs, key))
+    outs, fs = _map_with_findings(scope, "breakdown", by=by)
+    return reduce_partials(scope.con, _concat([o["partials"] for o in outs])), fs
 
 
 def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
     """(the run's Stalls, findings): causes from every rank's gaps and GPU span (stalls.sql);
     the findings' stall rules read these stalls (the command's minimum gap and data pattern)."""
+    from ..advice import cache
     from .stalls import check_stalls_args
 
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     outs = map_ranks(scope, "stalls", min_gap_us=min_gap_us, data_pattern=data_pattern)
     res = _reduce_stalls(scope, outs, min_gap_us, data_pattern)
-    from .stalls import DEFAULT_MIN_GAP_US
-
-    if min_gap_us == DEFAULT_MIN_GAP_US and data_pattern is None:   # the findings kept beside the store
-        key, fs = _cached_findings(scope)
-        return res, fs if fs is not None else _findings(scope, outs, key, res)
-    return res, _findings(scope, outs, None, res)
+    key, fs = cache.load(scope) if cache.keeps(res) else (None, None)
+    return res, fs if fs is not None else _findings(scope, outs, key, res)
 
 
 def diagnose(scope: Scope, min_gap_us: float) -> pl.DataFrame:
