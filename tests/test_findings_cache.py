@@ -119,3 +119,19 @@ def test_off_with_the_environment_variable(store, monkeypatch):
     compute(REGISTRY["summary"], store)
     compute(REGISTRY["summary"], store)
     assert calls[0] == 2 and not (store / ".cache").exists()
+
+
+def test_a_run_mapped_over_its_ranks_reads_them_and_its_tasks_skip_the_stalls(tmp_path, monkeypatch):
+    """Two ranks analysed as a map (--jobs 1: the tasks in this process). The first analysis
+    computes each rank's stalls (2 calls) and keeps the findings; the next one's tasks skip
+    them and its line is the same."""
+    store = tmp_path / "s"
+    for rank in (0, 1):
+        ingest([_churn_rank(3).write(tmp_path / f"r{rank}.pt.trace.json.gz")], store=store, run="ddp", rank=rank,
+               jobs=1)
+    calls = _count_stalls(monkeypatch)
+    first = _first_line(compute(REGISTRY["summary"], store, run="ddp", jobs=1))
+    assert first.startswith("Fix first: allocator_churn") and calls[0] == 2
+    for name in ("overlap", "breakdown"):
+        assert _first_line(compute(REGISTRY[name], store, run="ddp", jobs=1)) == first
+    assert calls[0] == 2
