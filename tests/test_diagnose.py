@@ -344,6 +344,15 @@ def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
     assert row["bound"] == "unknown"   # not host-bound: the GPU side of the run was cut away
     from traceq.analysis.diagnose import headline
     assert "bound unknown (the trace was cut before its GPU events)" in headline(row)
+    # the other analyses' headlines say the same, not "CPU-only trace?"
+    from traceq.analyses import REGISTRY
+    from traceq.registry import compute
+
+    cut = "the trace file was truncated (file is truncated or malformed after 10 complete events): its GPU events " \
+          "may be missing"
+    for name in ("summary", "hotspots"):
+        line = compute(REGISTRY[name], tmp_path / "s", run="cut").headline.splitlines()[-1]
+        assert cut in line and "CPU-only" not in line, (name, line)
     ingest([t.write(tmp_path / "whole.json.gz")], store=tmp_path / "s", run="whole", jobs=1)
     whole = diagnose(tmp_path / "s", run="whole").row(0, named=True)
     assert "truncated" not in whole["evidence"]

@@ -48,7 +48,9 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
     from ..render import shorten
 
     if df.height == 0:
-        return f"run {scope.run}: no GPU kernels, copies or memsets in scope (CPU-only trace?)"
+        from .diagnose import no_gpu_reason
+
+        return f"run {scope.run}: no GPU kernels, copies or memsets in scope ({no_gpu_reason(scope)})"
     total = df["total_ns"].sum()
     top = df.row(0, named=True)
     avoid = df.filter(pl.col("avoidable")).group_by("category").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)

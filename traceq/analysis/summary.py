@@ -86,7 +86,9 @@ def missing_ranks(df: pl.DataFrame, scope: Scope) -> list[int]:
 
 def no_gpu_text(scope: Scope, ranks: list[int]) -> str:
     where = f"run {scope.run}" + (f" rank {ranks[0]}" if len(ranks) == 1 and scope.rank is not None else "")
-    return f"{where}: no GPU activity (no kernels, copies or memsets in scope; CPU-only trace?)"
+    from .diagnose import no_gpu_reason
+
+    return f"{where}: no GPU activity (no kernels, copies or memsets in scope; {no_gpu_reason(scope)})"
 
 
 def headline(df: pl.DataFrame, scope: Scope, window: str = "all") -> str:

@@ -167,7 +167,9 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
             sec.headline = sum_mod.headline(res["summary"], scope)
             _add(sec, figures.rank_breakdown(res["summary"]), "summary")
     if not sec.plots and not sec.error and not sec.headline:
-        sec.notes.append("No GPU kernels, copies or memsets in this run (CPU-only trace?).")
+        from ..analysis.diagnose import no_gpu_reason
+
+        sec.notes.append(f"No GPU kernels, copies or memsets in this run ({no_gpu_reason(scope)}).")
     if hot_mod or sum_mod:
         sections.append(sec)
 
