@@ -9,6 +9,7 @@ pyarrow-free path equal those of the pyarrow path (the Python API's).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -155,3 +156,75 @@ def test_arrow_streams_give_the_same_output_as_pyarrow(tmp_path, store, command)
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert r.stdout == res.stdout
+
+
+needs_pandas = pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed")
+
+
+@needs_pandas
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ingest_does_not_import_pandas(tmp_path, jobs):
+    """pyarrow imports pandas, when installed, the first time it checks an input for pandas
+    objects (0.18 s); the command line's ingest hides it from that one check
+    (traceq.arrow_without_pandas), in its own process and in the workers it spawns (-j 2: two
+    files, two spawned workers, each writing down what it loaded)."""
+    marks = tmp_path / "workers"
+    marks.mkdir()
+    sitecustomize = tmp_path / "site" / "sitecustomize.py"
+    sitecustomize.parent.mkdir()
+    # every Python process of the ingest writes the top-level modules it loaded when its task ends
+    sitecustomize.write_text(
+        "import atexit, json, os, sys\n"
+        "import traceq.ingest as _i\n"
+        "_real = _i._parse_and_stage\n"
+        "def _spy(*a, **k):\n"
+        "    try:\n"
+        "        return _real(*a, **k)\n"
+        "    finally:\n"
+        f"        open(os.path.join({str(marks)!r}, str(os.getpid())), 'w').write("
+        "json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+        "_i._parse_and_stage = _spy\n")
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "TRACEQ_PYARROW_PANDAS")}
+    env["PYTHONPATH"] = os.pathsep.join([str(sitecustomize.parent), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", SPY, str(out), "ingest", str(SAMPLES / "nsys_sample.sqlite"),
+                        str(SAMPLES / "slow_dataloader"), "--store", str(tmp_path / "s"), "-q", "-j", jobs],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    mods = set(json.loads(out.read_text()))
+    assert "pyarrow" in mods and "pandas" not in mods
+    tasks = [set(json.loads(p.read_text())) for p in marks.iterdir()]
+    assert len(tasks) == (1 if jobs == "1" else 2)   # -j 1: the tasks run in the command's process
+    for task in tasks:
+        assert "pyarrow" in task and "pandas" not in task
+
+
+@needs_pandas
+def test_pyarrow_keeps_pandas_outside_the_command_line(tmp_path):
+    """Without TRACEQ_PYARROW_PANDAS=0 (a Python program calling traceq) apply() changes
+    nothing: pyarrow loads pandas itself. With it, pyarrow works without loading pandas, and
+    once something imports pandas, pyarrow still converts to it."""
+    code = ("import os, sys\n"
+            "from traceq import arrow_without_pandas\n"
+            "import pyarrow as pa, pyarrow.parquet as pq\n"
+            "arrow_without_pandas.apply()\n"
+            "t = pa.table({'a': [1, 2]})\n"
+            "pq.write_table(t, sys.argv[1]); back = pq.read_table(sys.argv[1])\n"
+            "before = 'pandas' in sys.modules\n"
+            "import pandas\n"
+            "try:\n"
+            "    converted = int(back.to_pandas()['a'].sum())\n"
+            "except Exception:\n"
+            "    converted = None\n"
+            "print(before, converted)\n")
+    runs = {}
+    for value in (None, "0"):
+        env = {k: v for k, v in os.environ.items() if k != "TRACEQ_PYARROW_PANDAS"}
+        if value is not None:
+            env["TRACEQ_PYARROW_PANDAS"] = value
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / f"{value}.parquet")], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs[value] = r.stdout.split()
+    assert runs[None] == ["True", "3"]    # pyarrow loaded pandas itself, and converts to it
+    assert runs["0"] == ["False", "3"]    # pyarrow did not load pandas, and converts to it once imported

@@ -354,9 +354,10 @@ def main() -> None:
     cluster are closed by the map that used them, temporary folders are removed by their owners.
     An exception other than SystemExit (only with --debug) propagates as usual.
     """
-    from . import store
+    from . import arrow_without_pandas, store
 
     store.ARROW_STREAMS = True
+    os.environ.setdefault(arrow_without_pandas.ENV, "0")   # inherited by the ingest workers
     try:
         _main()
     except SystemExit as exc:

@@ -20,6 +20,7 @@ from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
 from .common import Parsed, rank_from_filename
+from .. import arrow_without_pandas
 from . import hashing
 from .hashing import hash_later, sha256_file
 
@@ -153,6 +154,7 @@ def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
 
 def _parse_and_stage(store_path: str, job: _Job) -> Staged:
     """Worker: read one file and write its tables to the store's staging area."""
+    arrow_without_pandas.apply()   # a worker spawned by the command line: no pandas import
     fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
     store = Store(store_path)
     with store.scratch() as scratch:
@@ -211,6 +213,7 @@ def _ingest(
     (traceq.experiments.params.plan_tree); `labels` are added to the run's labels.
     Files are parsed and staged on `executor` (default: a local process pool of `jobs`);
     the manifest is committed once, here."""
+    arrow_without_pandas.apply()   # before the first use of pyarrow (only under the command line)
     st = store if isinstance(store, Store) else Store(store)
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
