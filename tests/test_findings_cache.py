@@ -135,3 +135,56 @@ def test_a_run_mapped_over_its_ranks_reads_them_and_its_tasks_skip_the_stalls(tm
     for name in ("overlap", "breakdown"):
         assert _first_line(compute(REGISTRY[name], store, run="ddp", jobs=1)) == first
     assert calls[0] == 2
+
+
+def _count_diagnose_stalls(monkeypatch) -> list[int]:
+    import traceq.analysis.diagnose as diagnose_mod
+
+    calls = [0]
+    real = diagnose_mod.stalls_scoped
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(diagnose_mod, "stalls_scoped", counted)
+    return calls
+
+
+def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
+    """diagnose at its defaults keeps its verdict with the findings: a second diagnose and the
+    other analyses' "Fix first" line compute no stalls, and every value equals diagnose's
+    computed without the cache (the second method)."""
+    from traceq.analysis.diagnose import diagnose
+
+    calls, fix_calls = _count_diagnose_stalls(monkeypatch), _count_stalls(monkeypatch)
+    first = diagnose(store).to_dicts()
+    assert calls[0] == 1
+    doc = json.loads(next((store / ".cache" / "findings").glob("*.json")).read_text())
+    assert doc["verdict"]["bound"] == "host" and doc["verdict"]["stepped"] is True
+    again = diagnose(store).to_dicts()
+    assert calls[0] == 1 and again == first
+    line = _first_line(compute(REGISTRY["summary"], store))
+    assert fix_calls[0] == 0 and line.startswith("Fix first: host_bound (up to 8.00 ms/step")
+    monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
+    assert diagnose(store).to_dicts() == first
+    assert calls[0] == 2
+
+
+def test_diagnose_after_the_findings_alone_computes_and_keeps_its_verdict(store, monkeypatch):
+    """The findings kept by another analysis carry no verdict: diagnose computes it (once) and
+    keeps it; another minimum gap is computed each time and keeps nothing."""
+    from traceq.analysis.diagnose import diagnose
+
+    compute(REGISTRY["hotspots"], store)
+    path = next((store / ".cache" / "findings").glob("*.json"))
+    assert "verdict" not in json.loads(path.read_text())
+    calls = _count_diagnose_stalls(monkeypatch)
+    row = diagnose(store).row(0, named=True)
+    assert calls[0] == 1 and json.loads(path.read_text())["verdict"]["bound"] == row["bound"] == "host"
+    diagnose(store)
+    assert calls[0] == 1
+    other = diagnose(store, min_gap_us=10_000.0).row(0, named=True)   # the 8 ms gaps are below it
+    diagnose(store, min_gap_us=10_000.0)
+    assert calls[0] == 3 and other["bound"] == "gpu"
+    assert json.loads(path.read_text())["verdict"]["bound"] == "host"

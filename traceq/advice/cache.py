@@ -1,9 +1,12 @@
 """The findings of a run's scope, kept beside the store so that the "Fix first" line of every
 analysis after the first one reads a small file instead of computing the stall attribution
-again (`traceq.advice.run_findings`).
+again (`traceq.advice.run_findings`), and so does `traceq diagnose` at its defaults, which
+keeps its verdict with them (`traceq.analysis.diagnose`).
 
 Where: `<store>/.cache/findings/<scope id>.json`, one file per run and scope (rank, --steps,
---step-pattern, --skip-first), holding `{"key": ..., "findings": [...]}`.
+--step-pattern, --skip-first), holding `{"key": ..., "findings": [...]}` and, once diagnose
+has run at its default minimum gap, `"verdict": {"bound", "bound_share_pct", "evidence",
+"stepped"}`.
 Key: what the findings are computed from. The traceq code (its version, and the size and
 modification time of every source file of the package), the run's manifest rows (each
 ingest writes files with new ingest ids, so a re-ingested run never matches an old key) and
@@ -75,28 +78,59 @@ def _enabled() -> bool:
     return os.environ.get("TRACEQ_FINDINGS_CACHE", "1").strip() != "0"
 
 
-def load(scope) -> tuple[str | None, list[Finding] | None]:
-    """(the scope's key, its cached findings or None); (None, None) with the cache off."""
+def _read(scope) -> tuple[str | None, dict | None]:
+    """(the scope's key, its kept document when the key matches, else None)."""
     if not _enabled():
         return None, None
     key = _key(scope)
     try:
         doc = json.loads(_path(scope).read_text())
-        if doc.get("key") != key:
-            return key, None
-        return key, [Finding(**{k: v for k, v in f.items() if k in _FIELDS}) for f in doc["findings"]]
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return key, (doc if isinstance(doc, dict) and doc.get("key") == key else None)
+    except (OSError, ValueError):
         return key, None
 
 
-def save(scope, key: str | None, fs: list[Finding]) -> None:
+def _findings(doc: dict) -> list[Finding]:
+    return [Finding(**{k: v for k, v in f.items() if k in _FIELDS}) for f in doc["findings"]]
+
+
+def load(scope) -> tuple[str | None, list[Finding] | None]:
+    """(the scope's key, its cached findings or None); (None, None) with the cache off."""
+    key, doc = _read(scope)
+    try:
+        return key, (None if doc is None else _findings(doc))
+    except (TypeError, KeyError, AttributeError):
+        return key, None
+
+
+def load_verdict(scope) -> tuple[str | None, tuple[dict, list[Finding]] | None]:
+    """(the scope's key, (its kept `traceq diagnose` verdict, its findings) or None): the
+    verdict is kept only by diagnose, at its default minimum gap (`save(..., verdict=)`)."""
+    key, doc = _read(scope)
+    try:
+        if doc is None or not isinstance(doc.get("verdict"), dict):
+            return key, None
+        v = doc["verdict"]
+        verdict = {"bound": str(v["bound"]), "bound_share_pct": float(v["bound_share_pct"]),
+                   "evidence": str(v["evidence"]), "stepped": bool(v["stepped"])}
+        return key, (verdict, _findings(doc))
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return key, None
+
+
+def save(scope, key: str | None, fs: list[Finding], verdict: dict | None = None) -> None:
+    """Keep the scope's findings (and diagnose's verdict: bound, bound_share_pct, evidence,
+    stepped) under `key` (None: the cache is off)."""
     if key is None:
         return
     path = _path(scope)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"key": key, "findings": [asdict(f) for f in fs]}))
+        doc = {"key": key, "findings": [asdict(f) for f in fs]}
+        if verdict is not None:
+            doc["verdict"] = verdict
+        tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)
     except OSError:   # a store we cannot write to: the findings are computed each time
         try:

@@ -23,7 +23,7 @@ import json
 
 import polars as pl
 
-from ..advice import evidence_for, findings
+from ..advice import cache, evidence_for, findings
 from ..schema import TRUNCATED_WARNING
 from .scope import Scope, open_scope
 from .stalls import DATA_WAIT_ADVICE_PCT, DEFAULT_MIN_GAP_US, stalls_scoped
@@ -148,6 +148,25 @@ def bound_words(bound: str, share: float) -> str:
     return f"{bound}-bound ({share:.1f} %)"
 
 
+def _diagnosed(one: Scope, min_gap_us: float) -> dict:
+    """bound, bound_share_pct, evidence, findings and stepped of a one-rank scope. At the
+    default minimum gap they are kept beside the store with the scope's findings (the
+    `run_findings` of the other analyses' "Fix first" line: the same findings) and read
+    from there while the run and the code are unchanged (traceq.advice.cache)."""
+    keep = min_gap_us == DEFAULT_MIN_GAP_US
+    key, kept = cache.load_verdict(one) if keep else (None, None)
+    if kept is not None:
+        verdict_row, fs = kept
+    else:
+        st = stalls_scoped(one, min_gap_us)
+        bound, share, ev = verdict(st, truncation(one))
+        facts = evidence_for(one)
+        fs = findings(one, st, facts)
+        verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev, "stepped": facts.stepped}
+        cache.save(one, key, fs, verdict_row)
+    return {**verdict_row, "findings": [f.as_dict() for f in fs]}
+
+
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
     """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence, the
     findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}) and
@@ -162,12 +181,7 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
     for r in ranks:
         one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
                                                        scope.step_pattern, scope.skip_first)
-        st = stalls_scoped(one, min_gap_us)
-        bound, share, ev = verdict(st, truncation(one))
-        facts = evidence_for(one)
-        fs = findings(one, st, facts)
-        rows.append({"run": scope.run, "rank": r, "bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                     "findings": [f.as_dict() for f in fs], "stepped": facts.stepped})
+        rows.append({"run": scope.run, "rank": r, **_diagnosed(one, min_gap_us)})
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
