@@ -13,6 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..store import fetch_pl, register_pl
+from ..threads import ordered_map
 from .scope import Scope, open_scope
 from .summary import prepare_ops, run_script
 
@@ -42,8 +43,9 @@ def _sub(b, a):
 
 
 def diff_scoped(a: Scope, b: Scope, top: int | None = None) -> dict[str, pl.DataFrame]:
-    side_a, tot_a = _side(a)
-    side_b, tot_b = _side(b)
+    # the two sides on two threads: each scope has its own DuckDB database, and DuckDB and
+    # polars release the GIL while they work
+    (side_a, tot_a), (side_b, tot_b) = ordered_map(_side, (a, b), 2)
     # the comparison needs only the two sides' frames: a second connection to A's database
     # (its own temp objects and registrations; a new in-memory database costs ~13 ms)
     con = a.con.cursor()
