@@ -10,6 +10,7 @@ import os
 import pytest
 from test_fix_first import _churn_rank, _first_line, _host_bound_cnn
 
+import traceq.analysis.diagnose as diagnose_mod
 import traceq.analysis.stalls as stalls_mod
 from traceq.advice import cache, run_findings
 from traceq.analyses import REGISTRY
@@ -27,15 +28,16 @@ def _computed(store, run=None, steps=None, monkeypatch=None) -> list[dict]:
         monkeypatch.delenv("TRACEQ_FINDINGS_CACHE")
 
 
-def _count_stalls(monkeypatch) -> list[int]:
+def _count_stalls(monkeypatch, module=stalls_mod) -> list[int]:
+    """Count the calls of `module.stalls_scoped` (diagnose holds its own reference)."""
     calls = [0]
-    real = stalls_mod.stalls_scoped
+    real = module.stalls_scoped
 
     def counted(*a, **k):
         calls[0] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(stalls_mod, "stalls_scoped", counted)
+    monkeypatch.setattr(module, "stalls_scoped", counted)
     return calls
 
 
@@ -137,27 +139,13 @@ def test_a_run_mapped_over_its_ranks_reads_them_and_its_tasks_skip_the_stalls(tm
     assert calls[0] == 2
 
 
-def _count_diagnose_stalls(monkeypatch) -> list[int]:
-    import traceq.analysis.diagnose as diagnose_mod
-
-    calls = [0]
-    real = diagnose_mod.stalls_scoped
-
-    def counted(*a, **k):
-        calls[0] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(diagnose_mod, "stalls_scoped", counted)
-    return calls
-
-
 def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
     """diagnose at its defaults keeps its verdict with the findings: a second diagnose and the
     other analyses' "Fix first" line compute no stalls, and every value equals diagnose's
     computed without the cache (the second method)."""
-    from traceq.analysis.diagnose import diagnose
+    diagnose = diagnose_mod.diagnose
 
-    calls, fix_calls = _count_diagnose_stalls(monkeypatch), _count_stalls(monkeypatch)
+    calls, fix_calls = _count_stalls(monkeypatch, diagnose_mod), _count_stalls(monkeypatch)
     first = diagnose(store).to_dicts()
     assert calls[0] == 1
     doc = json.loads(next((store / ".cache" / "findings").glob("*.json")).read_text())
@@ -174,12 +162,12 @@ def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
 def test_diagnose_after_the_findings_alone_computes_and_keeps_its_verdict(store, monkeypatch):
     """The findings kept by another analysis carry no verdict: diagnose computes it (once) and
     keeps it; another minimum gap is computed each time and keeps nothing."""
-    from traceq.analysis.diagnose import diagnose
+    diagnose = diagnose_mod.diagnose
 
     compute(REGISTRY["hotspots"], store)
     path = next((store / ".cache" / "findings").glob("*.json"))
     assert "verdict" not in json.loads(path.read_text())
-    calls = _count_diagnose_stalls(monkeypatch)
+    calls = _count_stalls(monkeypatch, diagnose_mod)
     row = diagnose(store).row(0, named=True)
     assert calls[0] == 1 and json.loads(path.read_text())["verdict"]["bound"] == row["bound"] == "host"
     diagnose(store)
