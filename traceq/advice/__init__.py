@@ -49,7 +49,7 @@ def run_findings(scope, stalls=None) -> list[Finding]:
     store (traceq.advice.cache) and read from there while the run and the code are unchanged."""
     from . import cache
 
-    key, fs = cache.load(scope) if cache.keeps(stalls) else (None, None)
+    key, fs = cache.load(scope, stalls)
     if fs is not None:
         return fs
     if stalls is None:

@@ -66,12 +66,12 @@ def _key(scope) -> str:
     return h.hexdigest()
 
 
-def keeps(stalls) -> bool:
-    """Whether findings computed with these stalls are the ones kept: stalls at diagnose's
-    defaults (minimum gap 50 µs, no data pattern), or None (computed at those defaults)."""
+def _kept_at(min_gap_us: float, data_pattern: str | None = None) -> bool:
+    """Whether findings of stalls with this minimum gap and data pattern are the ones kept:
+    diagnose's defaults (minimum gap 50 µs, no data pattern)."""
     from ..analysis.stalls import DEFAULT_MIN_GAP_US
 
-    return stalls is None or (stalls.min_gap_us == DEFAULT_MIN_GAP_US and stalls.data_pattern is None)
+    return min_gap_us == DEFAULT_MIN_GAP_US and data_pattern is None
 
 
 def _enabled() -> bool:
@@ -94,8 +94,12 @@ def _findings(doc: dict) -> list[Finding]:
     return [Finding(**{k: v for k, v in f.items() if k in _FIELDS}) for f in doc["findings"]]
 
 
-def load(scope) -> tuple[str | None, list[Finding] | None]:
-    """(the scope's key, its cached findings or None); (None, None) with the cache off."""
+def load(scope, stalls=None) -> tuple[str | None, list[Finding] | None]:
+    """(the scope's key, its cached findings or None) for findings computed with `stalls`
+    (None: at diagnose's defaults); (None, None) with the cache off or other stalls than
+    those kept (`save` then keeps nothing)."""
+    if stalls is not None and not _kept_at(stalls.min_gap_us, stalls.data_pattern):
+        return None, None
     key, doc = _read(scope)
     try:
         return key, (None if doc is None else _findings(doc))
@@ -103,9 +107,12 @@ def load(scope) -> tuple[str | None, list[Finding] | None]:
         return key, None
 
 
-def load_verdict(scope) -> tuple[str | None, tuple[dict, list[Finding]] | None]:
+def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list[Finding]] | None]:
     """(the scope's key, (its kept `traceq diagnose` verdict, its findings) or None): the
-    verdict is kept only by diagnose, at its default minimum gap (`save(..., verdict=)`)."""
+    verdict is kept only by diagnose, at its default minimum gap (`save(..., verdict=)`);
+    (None, None) with the cache off or another minimum gap."""
+    if not _kept_at(min_gap_us):
+        return None, None
     key, doc = _read(scope)
     try:
         if doc is None or not isinstance(doc.get("verdict"), dict):

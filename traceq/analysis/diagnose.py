@@ -153,8 +153,7 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
     default minimum gap they are kept beside the store with the scope's findings (the
     `run_findings` of the other analyses' "Fix first" line: the same findings) and read
     from there while the run and the code are unchanged (traceq.advice.cache)."""
-    keep = min_gap_us == DEFAULT_MIN_GAP_US
-    key, kept = cache.load_verdict(one) if keep else (None, None)
+    key, kept = cache.load_verdict(one, min_gap_us)
     if kept is not None:
         verdict_row, fs = kept
     else:

@@ -271,7 +271,7 @@ def stalls(scope: Scope, min_gap_us: float, data_pattern: str | None):
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     outs = map_ranks(scope, "stalls", min_gap_us=min_gap_us, data_pattern=data_pattern)
     res = _reduce_stalls(scope, outs, min_gap_us, data_pattern)
-    key, fs = cache.load(scope) if cache.keeps(res) else (None, None)
+    key, fs = cache.load(scope, res)
     return res, fs if fs is not None else _findings(scope, outs, key, res)
 
 
