@@ -45,14 +45,16 @@ def robust(text: bytes, tmp: Path):
             mm.close()
 
 
-def fast(text: bytes, tmp: Path, threads: int = 2, part_bytes: int | None = None):
-    """decode_fast on `text` (however small), cut into parts of about `part_bytes`."""
+def fast(text: bytes, tmp: Path, threads: int = 2, part_bytes: int | None = None, slice_bytes: int | None = None):
+    """decode_fast on `text` (however small), cut into parts of about `part_bytes`, each
+    decoded in slices of about `slice_bytes` (by default a few per part)."""
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "trace.json"
     path.write_bytes(text)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kineto_decode, "MIN_SPLIT", 0)
         mp.setattr(kineto_decode, "PART_BYTES", part_bytes or max(64, len(text) // 8))
+        mp.setattr(kineto_decode, "SLICE_BYTES", slice_bytes or max(32, len(text) // 32))
         return decode_fast(path, tmp / "work", threads)
 
 
@@ -120,6 +122,34 @@ def test_many_parts_keep_file_order_with_two_or_three_workers(tmp_path):
     assert two is not None and three is not None and len(two.parts) > 10
     assert_equal(two, text, tmp_path)
     assert rows(two).equals(rows(three))
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 300, 1 << 30])
+def test_slices_of_any_size_give_the_same_rows(slice_bytes, tmp_path):
+    """Parts decoded in slices of one event each (every candidate boundary is a cut), of a
+    few events, or whole: the same rows as the robust decoder, and the file is unchanged
+    (the brackets written around each slice go to a private copy of its pages)."""
+    text = _plain(SAMPLES / "fast_dataloader" / "rank0.pt.trace.json.gz")
+    decoded = fast(text, tmp_path, slice_bytes=slice_bytes)
+    assert decoded is not None
+    assert_equal(decoded, text, tmp_path)
+    assert (tmp_path / "trace.json").read_bytes() == text
+
+
+def test_a_boundary_inside_a_string_is_refused_not_misread(tmp_path):
+    """A name holding `}, {` gives a candidate boundary inside a string: a slice cut there
+    is invalid JSON, so the fast path refuses (or, when no cut falls there, decodes it right)."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i}" if i % 7 else 'a"}, {"ph": "X"', "pid": 1,
+               "tid": 1, "ts": i, "dur": 1} for i in range(200)]
+    text = json.dumps({"traceEvents": events}, indent=1).encode()
+    assert fast(text, tmp_path / "every", part_bytes=1 << 30, slice_bytes=1) is None   # every candidate is a cut
+    for slice_bytes in (64, 500, 1 << 30):
+        decoded = fast(text, tmp_path / str(slice_bytes), part_bytes=1 << 30, slice_bytes=slice_bytes)
+        if slice_bytes == 1 << 30:
+            assert decoded is not None   # one part, one slice: no cut at all
+        if decoded is not None:
+            assert_equal(decoded, text, tmp_path / str(slice_bytes))
+            assert rows(decoded)["name"].to_pylist() == [e["name"] for e in events]
 
 
 def test_not_for_one_core_or_a_small_file(tmp_path):

@@ -3,14 +3,15 @@
 The event array of a plain JSON trace is cut into parts of about `PART_BYTES` at candidate
 event boundaries (`}` `,` `{` with whitespace between); forked worker processes (one per
 core this ingest may use; msgspec holds the GIL, so threads would not help) decode their
-parts with the robust decoder's own typed msgspec decode and `kineto._RawWriter`, each
-part into its own raw Parquet part. The parts, in file order, are the raw relation.
+parts with the robust decoder's own typed msgspec decode (slice by slice of ~2 MB, cut at
+the same candidate boundaries) and `kineto._RawWriter`, each part into its own raw Parquet
+part. The parts, in file order, are the raw relation.
 
 Correctness by refusal: `decode_fast` returns None, and the robust decoder runs, unless the
 result provably equals the robust decoder's:
-- every part decodes strictly as a JSON array: by induction from the first part (which
-  starts at the real array start), every cut was a real event boundary (a cut inside a
-  string or at a deeper nesting level makes the text before it invalid);
+- every slice of every part decodes strictly as a JSON array: by induction from the first
+  slice (which starts at the real array start), every cut was a real event boundary (a cut
+  inside a string or at a deeper nesting level makes the text before it invalid);
 - every item decodes as a typed `kineto._Event`, so the robust decoder takes its typed path
   too (no per-chunk coercion), and both build the rows with `kineto._columns`;
 - the outer document with `[]` for the array decodes strictly as `kineto._Trace`, and a
@@ -32,7 +33,8 @@ import msgspec
 from .kineto import _EVENTS, _RawWriter, _Trace
 from .kineto_raw import Decoded
 
-PART_BYTES = 16 << 20     # JSON text per part: a worker holds one part's events at a time
+PART_BYTES = 16 << 20     # JSON text per part (one raw part each), dealt to the workers one at a time
+SLICE_BYTES = 2 << 20     # JSON text decoded at once within a part
 MIN_SPLIT = 8 << 20       # below this one process decodes faster than forking workers
 _WS = b" \t\r\n"
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -72,7 +74,8 @@ def decode_fast(text_path: Path, workdir: Path, threads: int) -> Decoded | None:
         with open(text_path, "rb") as f:
             if os.fstat(f.fileno()).st_size < MIN_SPLIT:
                 return None
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            # private (copy on write): `_decode_slice` writes brackets around the slice it decodes
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
             try:
                 meta, start, end = _locate(mm)
                 cuts = _cuts(mm, start, end, threads) or []
@@ -206,17 +209,42 @@ def _part_path(workdir: Path, i: int) -> Path:
 
 
 def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[Path]]:
-    """One part: strict typed decode (raises when the robust decoder would coerce or
-    recover), rows written by the robust decoder's writer. (items, [raw part] or [])."""
-    evs = _EVENTS.decode(b"[" + mm[a:b] + b"]")
+    """One part: strict typed decode, slice by slice of about SLICE_BYTES (raises when the
+    robust decoder would coerce or recover), rows written by the robust decoder's writer.
+    (items, [raw part] or [])."""
     out = _RawWriter(path.parent)
     out.path = path
+    n = 0
     try:
-        out.add(evs)
-        return len(evs), out.close()
+        while a < b:
+            m = _BOUNDARY.search(mm, a + SLICE_BYTES, b) if b - a > SLICE_BYTES else None
+            stop = m.start() + 1 if m else b
+            evs = _decode_slice(mm, a, stop)
+            n += len(evs)
+            out.add(evs)
+            del evs
+            a = m.end() - 1 if m else b
+        return n, out.close()
     except BaseException:
         out.discard()
         raise
+
+
+def _decode_slice(mm: mmap.mmap, a: int, b: int) -> list:
+    """The events of mm[a:b] (items between two event boundaries, or the array's ends),
+    decoded strictly as the JSON array `[` mm[a:b] `]` in place: the byte before `a` and the
+    byte at `b` (a separator, whitespace or the array's own bracket) become the brackets for
+    the decode, then get their values back. The map is private to this process (copy on
+    write: two pages per slice), and a slice of ~2 MB decodes faster than a copy of the whole
+    part: its text and events stay in the CPU's cache, and the allocator reuses its memory
+    instead of faulting fresh pages in (0.80 -> 0.51 s for 8 parts of 16 MB)."""
+    before, after = mm[a - 1], mm[b]
+    mm[a - 1], mm[b] = 0x5B, 0x5D   # "[", "]"
+    try:
+        with memoryview(mm) as view, view[a - 1:b + 1] as text:
+            return _EVENTS.decode(text)
+    finally:
+        mm[a - 1], mm[b] = before, after
 
 
 def _decode_share(mm: mmap.mmap, cuts, queue, workdir: Path) -> dict[int, tuple[int, list[Path]] | None]:
