@@ -44,7 +44,7 @@ from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
 Num = Union[int, float, str, None]
 Text = Union[str, int, float, None]
 _CHUNK = 16384          # events per typed decode (the slice path) and per `_columns` call
-_WINDOW = 8 << 20       # bytes of JSON text decoded at once by the window decoder
+_WINDOW = 2 << 20       # bytes of JSON text decoded at once by the window decoder (kineto_decode.SLICE_BYTES)
 _MAX_WINDOW = 64 << 20  # a window that cannot be cut below this size: decode the document whole
 _ROW_GROUP = 1 << 16    # rows per row group of a raw part
 
