@@ -15,10 +15,12 @@ def workers() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], n_workers: int | None = None) -> Iterator[R]:
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], n_workers: int | None = None,
+                in_flight: int | None = None) -> Iterator[R]:
     """fn(item) for each item, computed on a thread pool, yielded in order; at most
-    2 x workers results are in flight (bounded memory)."""
+    `in_flight` (default 2 x workers) results are in flight (bounded memory)."""
     n = n_workers or workers()
+    limit = in_flight or 2 * n
     items = iter(items)
     if n == 1:
         yield from map(fn, items)
@@ -28,7 +30,7 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], n_workers: int | None 
         try:
             for item in items:
                 pending.append(pool.submit(fn, item))
-                if len(pending) >= 2 * n:
+                if len(pending) >= limit:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()

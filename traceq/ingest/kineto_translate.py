@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from ..categories import classify
 from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
+from ..threads import ordered_map
 from . import memory
 from .common import nesting_depth
 from .first_by_key import coded, first_by_key, joined
@@ -40,6 +41,7 @@ from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
 from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
 
 _TCHUNK = 1 << 16   # rows per translation chunk
+_THREADS = 2        # threads routing the chunks of the main pass (traceq.threads.ordered_map)
 
 # category (lower-cased) -> gpu_ops kind: kineto_raw.GPU_KIND. Device activity of MTIA: its
 # device is the trace pid ("MTIA 9"), its stream the tid when args carry none; `_MTIA_KIND`
@@ -396,22 +398,27 @@ def _span(parts: list[Path]) -> tuple[tuple[int, int, int] | None, pl.DataFrame]
 
 
 class _Checks:
-    """Rows dropped by validation: the count, and the first example of each table."""
+    """Rows dropped by validation: the count, and the first example of each table (chunks are
+    checked on their own, `checked`, and counted here in file order)."""
 
     def __init__(self, bounds) -> None:
         self.bounds, self.keep = bounds, keep_expr(bounds)
         self.count, self.examples = 0, [None, None, None]
 
-    def __call__(self, ev: pl.DataFrame, table: int) -> pl.DataFrame:
+    def checked(self, ev: pl.DataFrame) -> tuple[pl.DataFrame, int, str | None]:
+        """The rows of `ev` with valid times (ns columns added), how many were dropped, and
+        the first of them described."""
         ev = _with_ns(ev)
         mask = ev.select(self.keep.alias("k"))["k"]
         n_bad = int(mask.len() - mask.sum())
-        if n_bad:
-            if self.examples[table] is None:
-                self.examples[table] = _describe(ev.filter(~mask).row(0, named=True))
-            self.count += n_bad
-            ev = ev.filter(mask)
-        return ev
+        if not n_bad:
+            return ev, 0, None
+        return ev.filter(mask), n_bad, _describe(ev.filter(~mask).row(0, named=True))
+
+    def count_dropped(self, table: int, n_bad: int, example: str | None) -> None:
+        self.count += n_bad
+        if self.examples[table] is None:
+            self.examples[table] = example
 
     def message(self) -> str | None:
         example = next((e for e in self.examples if e is not None), None)
@@ -424,11 +431,71 @@ class _Last:
     def __init__(self) -> None:
         self.value: int | None = None
 
-    def see(self, ev: pl.DataFrame) -> None:
-        if ev.height:
-            m = ev["end_ns"].max()
-            if m is not None and (self.value is None or m > self.value):
-                self.value = m
+    def see(self, m: int | None) -> None:
+        if m is not None and (self.value is None or m > self.value):
+            self.value = m
+
+
+class _Chunk:
+    """What the main pass makes of one chunk of raw rows on its own (`_route_chunk`, run on
+    a thread: polars and NumPy release the GIL); `translate` takes the chunks in file order.
+    Per table (HOST, GPU, REGION): the rows dropped by validation, with the first described;
+    the rows kept; host: the host_ops rows, and the annotations among paired B/E (moved to
+    regions); GPU: the scratch file of its rows; B/E rows kept for pairing and the last end
+    time of each table; the region rows."""
+
+    __slots__ = ("kept", "dropped", "host", "moved", "gpu_file", "be", "last", "regions")
+
+    def __init__(self) -> None:
+        self.kept = 0
+        self.dropped: list[tuple[int, int, str | None]] = []
+        self.host = self.moved = self.regions = None
+        self.gpu_file: Path | None = None
+        self.be: dict[int, pl.DataFrame] = {}
+        self.last: dict[int, int | None] = {}
+
+
+def _route_chunk(ev: pl.DataFrame, check: _Checks, paired: bool, gpu_file: Path) -> _Chunk:
+    out = _Chunk()
+    routes = _routes(ev)
+    for table, cols in ((HOST, _HOST_COLS), (GPU, _GPU_COLS), (REGION, _GPU_COLS)):
+        rows = ev.filter(routes == table)
+        if rows.height == 0:
+            continue
+        rows, n_bad, example = check.checked(rows.select(cols))
+        if n_bad:
+            out.dropped.append((table, n_bad, example))
+        out.kept += rows.height
+        if rows.height == 0:
+            continue
+        if table == REGION:
+            out.regions = _compact(_with_end(_prepared(rows)))
+            continue
+        out.last[table] = rows["end_ns"].max()
+        rows = _prepared(rows)
+        is_be = rows["ph"].is_in(_BE)
+        if is_be.any():
+            out.be[table] = _compact(rows.filter(is_be))
+            rows = rows.filter(~is_be)
+        rows = _with_end(rows)
+        if table == HOST:
+            out.host, out.moved = _host_rows(rows, paired)
+        elif rows.height:
+            rows.write_parquet(gpu_file, compression="uncompressed", statistics=False)
+            out.gpu_file = gpu_file
+    return out
+
+
+def _host_rows(h: pl.DataFrame, paired: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """host_ops rows of host events, and the annotations among them, moved to regions when
+    B/E pairs were completed on the host side (`paired`)."""
+    moved = None
+    if paired:
+        is_region = h.select(_is_region(h).alias("m"))["m"]
+        if is_region.any():
+            moved = _compact(h.filter(is_region))
+            h = h.filter(~is_region)
+    return _host_ops(h), moved
 
 
 def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: list[str]) -> None:
@@ -448,45 +515,33 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     moved: list[pl.DataFrame] = []
     kept = n_open = n_gpu = 0
 
-    def write_host(h: pl.DataFrame) -> None:
+    def write_host(host: pl.DataFrame, moved_rows: pl.DataFrame | None) -> None:
         nonlocal n_open
-        if paired:   # B/E pairs were completed on the host side; annotations among them are regions
-            is_region = h.select(_is_region(h).alias("m"))["m"]
-            if is_region.any():
-                moved.append(_compact(h.filter(is_region)))
-                h = h.filter(~is_region)
-        host = _host_ops(h)
+        if moved_rows is not None:
+            moved.append(moved_rows)
         if host.height:
             host_out.write(host.to_arrow())
             launches.add(host)
             n_open += int(host["unfinished"].sum() or 0)
 
-    for ev in _scan(parts):
-        routes = _routes(ev)
-        for table, cols in ((HOST, _HOST_COLS), (GPU, _GPU_COLS), (REGION, _GPU_COLS)):
-            rows = ev.filter(routes == table)
-            if rows.height == 0:
-                continue
-            rows = check(rows.select(cols), table)
-            kept += rows.height
-            if rows.height == 0:
-                continue
-            if table == REGION:
-                region_rows.append(_compact(_with_end(_prepared(rows))))
-                continue
-            last[table].see(rows)
-            rows = _prepared(rows)
-            is_be = rows["ph"].is_in(_BE)
-            if is_be.any():
-                be[table].append(_compact(rows.filter(is_be)))
-                rows = rows.filter(~is_be)
-            rows = _with_end(rows)
-            if table == HOST:
-                write_host(rows)
-            elif rows.height:
-                gpu_files.append(scratch.with_name(f"gpu-events-{len(gpu_files):04d}.parquet"))
-                rows.write_parquet(gpu_files[-1], compression="uncompressed", statistics=False)
-        del ev, routes
+    def route(item: tuple[int, pl.DataFrame]) -> _Chunk:
+        i, ev = item
+        return _route_chunk(ev, check, paired, scratch.with_name(f"gpu-events-{i:04d}.parquet"))
+
+    for chunk in ordered_map(route, enumerate(_scan(parts)), _THREADS, in_flight=2):   # taken in file order
+        for table, n_bad, example in chunk.dropped:
+            check.count_dropped(table, n_bad, example)
+        kept += chunk.kept
+        for table, value in chunk.last.items():
+            last[table].see(value)
+        for table, rows in chunk.be.items():
+            be[table].append(rows)
+        if chunk.regions is not None:
+            region_rows.append(chunk.regions)
+        if chunk.host is not None:
+            write_host(chunk.host, chunk.moved)
+        if chunk.gpu_file is not None:
+            gpu_files.append(chunk.gpu_file)
     dropped = check.message()
     if not kept:
         raise BadInput(_no_events(decoded.n_items, decoded.not_objects, dropped, decoded.first), source)
@@ -495,7 +550,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     if dropped:
         warnings.append(dropped)
     if be[HOST]:
-        write_host(_with_end(_pair_begin_end(pl.concat(be[HOST]), last[HOST].value)))
+        write_host(*_host_rows(_with_end(_pair_begin_end(pl.concat(be[HOST]), last[HOST].value)), paired))
     be[HOST] = []
     launches.finish()
     main_pid = launches.main_pid()
