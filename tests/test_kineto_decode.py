@@ -344,3 +344,39 @@ def plausible_document(draw) -> bytes:
 @given(doc=plausible_document(), split=st.booleans())
 def test_plausible_traces_equal_robust_rows(doc, split, tmp_path_factory):
     check_fuzzed(doc, tmp_path_factory.mktemp("pl"), split, 200)
+
+
+def test_parts_shrink_towards_the_end(tmp_path, monkeypatch):
+    """Guided part sizes (`_cuts`): each part is what is left / (2 x processes), at most
+    PART_BYTES and at least MIN_PART, ending at the next event boundary; the parts cover the
+    event array exactly, one separator between two of them."""
+    text = _doc([{**KERNEL, "ts": i} for i in range(4000)])
+    event = len(json.dumps({**KERNEL, "ts": 4000})) + 2
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    monkeypatch.setattr(kineto_decode, "PART_BYTES", 40_000)
+    monkeypatch.setattr(kineto_decode, "MIN_PART", 5_000)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        _, start, end = kineto_decode._locate(mm)
+        cuts = kineto_decode._cuts(mm, start, end, 2)
+        assert cuts[0][0] == start and cuts[-1][1] == end
+        for (_, b), (a, _) in zip(cuts, cuts[1:]):
+            assert mm[b - 1:b] == b"}" and mm[b:a] == b", " and mm[a:a + 1] == b"{"
+        for a, b in cuts[:-1]:
+            want = min(40_000, max(5_000, (end - a) // 4))
+            assert want <= b - a < want + event
+    sizes = [b - a for a, b in cuts]
+    assert sizes[0] < 40_000 + event and len(sizes) > 20
+    assert sizes[-3] < 5_000 + event and sizes[-2] < 5_000 + event   # the small ones come last
+    assert all(later < earlier + event for earlier, later in zip(sizes, sizes[1:]))   # never growing
+
+
+def test_a_small_document_still_gives_each_process_a_part(tmp_path):
+    """Below MIN_PART x processes the parts are the document / processes, one each."""
+    text = _doc([{**KERNEL, "ts": i} for i in range(100)])
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        _, start, end = kineto_decode._locate(mm)
+        for workers in (2, 3):
+            assert len(kineto_decode._cuts(mm, start, end, workers)) == workers

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -316,3 +317,23 @@ def test_streamed_row_groups_are_bounded_in_bytes_as_well_as_rows(small_chunks, 
         assert groups_b > groups_a
         # each group: under the byte cap plus one piece (a translation chunk of <= 64 rows)
         assert max(pq.ParquetFile(fb).metadata.row_group(i).num_rows for i in range(groups_b)) <= 64 + 64
+
+
+def test_small_raw_parts_are_read_together_in_chunks(tmp_path, monkeypatch):
+    """`_scan`: consecutive parts of a chunk or less are read as one chunk while they fit in
+    `_TCHUNK` rows; a bigger part by slices of its row groups; every row once, in order."""
+    from traceq.ingest.kineto_raw import RAW_SCHEMA
+
+    monkeypatch.setattr(kineto_translate, "_TCHUNK", 50)
+    parts, at = [], 0
+    for i, n in enumerate([10, 20, 40, 5, 100, 0, 3]):
+        t = RAW_SCHEMA.empty_table().to_pydict()
+        t = {k: [None] * n for k in t}
+        t["ts"] = [float(at + j) for j in range(n)]
+        at += n
+        parts.append(tmp_path / f"p{i}.parquet")
+        pq.write_table(pa.Table.from_pydict(t, schema=RAW_SCHEMA), parts[-1], row_group_size=100)
+    chunks = list(kineto_translate._scan(parts))
+    assert [c.height for c in chunks] == [30, 45, 50, 50, 3]
+    assert pl.concat(chunks)["ts"].to_list() == [float(x) for x in range(178)]
+    assert list(kineto_translate._scan(parts, ["ts"]))[0].columns == ["ts"]

@@ -39,7 +39,7 @@ from ..errors import BadInput
 from ..schema import truncated_warning
 from . import memory
 from .common import Parsed
-from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded
+from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded, SpanFacts, remove_part
 
 Num = Union[int, float, str, None]
 Text = Union[str, int, float, None]
@@ -203,19 +203,23 @@ _RAW_TEXT = [f.name for f in RAW_SCHEMA if pa.types.is_string(f.type)]
 
 class _RawWriter:
     """The raw parts of one decode (`kineto_raw.RAW_SCHEMA`): the kept events of each decoded
-    piece become Arrow columns at once, and every `_ROW_GROUP` rows a row group of the part."""
+    piece become Arrow columns at once, and every `_ROW_GROUP` rows a row group of the part;
+    beside the part, the facts of translation's first pass (`kineto_raw.SpanFacts`)."""
 
     def __init__(self, workdir: Path):
         self.path = Path(workdir) / "raw-0000.parquet"
         self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
+        self.facts = SpanFacts()
 
     def add(self, evs: list) -> None:
         for i in range(0, len(evs), _CHUNK):
             kept = [e for e in evs[i:i + _CHUNK] if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
             if kept:
-                self.pending.append(pa.RecordBatch.from_pydict(_columns(kept, True), schema=RAW_SCHEMA))
+                cols = _columns(kept, True)
+                self.facts.add(cols["ph"], cols["cat"], cols["ts"], cols["dur"])
+                self.pending.append(pa.RecordBatch.from_pydict(cols, schema=RAW_SCHEMA))
                 self.rows += len(kept)
         if self.rows >= _ROW_GROUP:
             self.flush()
@@ -242,14 +246,15 @@ class _RawWriter:
         if self.writer is None:
             return []
         self.writer.close()
+        self.facts.save(self.path)
         return [self.path]
 
     def discard(self) -> None:
-        self.pending, self.rows = [], 0
+        self.pending, self.rows, self.facts = [], 0, SpanFacts()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        self.path.unlink(missing_ok=True)
+        remove_part(self.path)
 
 
 # ------------------------------------------------------------------ text -> raw parts

@@ -1,6 +1,6 @@
 """Fast parallel decoding of a Kineto/Chrome trace into raw parts (issue 11, the fast path).
 
-The event array of a plain JSON trace is cut into parts of about `PART_BYTES` at candidate
+The event array of a plain JSON trace is cut into parts of at most `PART_BYTES` at candidate
 event boundaries (`}` `,` `{` with whitespace between); forked worker processes (one per
 core this ingest may use; msgspec holds the GIL, so threads would not help) decode their
 parts with the robust decoder's own typed msgspec decode (slice by slice of ~2 MB, cut at
@@ -31,9 +31,10 @@ from pathlib import Path
 import msgspec
 
 from .kineto import _EVENTS, _RawWriter, _Trace
-from .kineto_raw import Decoded
+from .kineto_raw import Decoded, remove_part
 
-PART_BYTES = 16 << 20     # JSON text per part (one raw part each), dealt to the workers one at a time
+PART_BYTES = 16 << 20     # JSON text per part at most (one raw part each), dealt to the workers one at a time
+MIN_PART = 2 << 20        # ... and at least (the last parts: `_cuts`)
 SLICE_BYTES = 2 << 20     # JSON text decoded at once within a part
 MIN_SPLIT = 8 << 20       # below this one process decodes faster than forking workers
 _WS = b" \t\r\n"
@@ -96,7 +97,7 @@ def decode_fast(text_path: Path, workdir: Path, threads: int) -> Decoded | None:
     except (_Refused, OSError, msgspec.DecodeError):
         pass
     for i in range(len(cuts)):
-        _part_path(workdir, i).unlink(missing_ok=True)
+        remove_part(_part_path(workdir, i))
     return None
 
 
@@ -165,22 +166,26 @@ def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
 
 def _cuts(mm: mmap.mmap, start: int, end: int, workers: int) -> list[tuple[int, int]] | None:
     """[(a, b)]: the parts of the array content, cut after a `}` and before a `{` at candidate
-    boundaries; a multiple of `workers` parts of at most about PART_BYTES. None when the
-    array holds no item."""
+    boundaries; at least one part per process. Guided sizes: each part is about what is left
+    / (2 x workers), at most PART_BYTES and at least MIN_PART, so the parts shrink towards the
+    end. The processes take the parts in order from a shared counter, so they finish within
+    about one small part of each other, instead of one of them decoding a big last part
+    alone (the 33 MB trace in 4 parts of 8.7 MB: the main process decoded the last one for
+    0.08 s while the other had nothing left to do). None when the array holds no item."""
     a = _skip_ws(mm, start, end)
     if a >= end:
         return None   # an empty event list: the robust path says so
-    total = end - a
-    n = workers * -(-total // (PART_BYTES * workers))
-    out = []
-    for i in range(1, n):
-        m = _BOUNDARY.search(mm, max(a + 1, start + total * i // n), end)
-        if m is None:
-            break
+    cap = min(PART_BYTES, max(1, (end - a) // workers))   # at least one part per process
+    out, low = [], min(MIN_PART, cap)
+    while True:
+        rest = end - a
+        size = min(cap, max(low, rest // (2 * workers)))
+        m = _BOUNDARY.search(mm, a + size, end) if rest - size >= low // 2 else None
+        if m is None:   # the rest is one part (what would be left after this one is too small)
+            out.append((a, end))
+            return out
         out.append((a, m.start() + 1))
         a = m.end() - 1
-    out.append((a, end))
-    return out
 
 
 def _first_item(mm: mmap.mmap, a: int, b: int) -> bytes:

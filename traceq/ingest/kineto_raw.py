@@ -3,8 +3,11 @@ translating it into the canonical tables (issue 11: streaming, bounded-memory in
 
 Decoding (the text of the file -> rows) writes the events as Parquet *parts* with exactly
 `RAW_SCHEMA`, in file order, in a scratch folder (row groups of at most ~64 k rows:
-translation reads one row group at a time); translation (routing by category, ns
-times, validation, B/E pairing, launch linking, classification) reads those parts back.
+translation reads one row group at a time), and beside each part the facts of translation's
+first pass (`SpanFacts`: the sane start times, the times of the sane host B/E events),
+taken while the rows are at hand so that translation does not read the parts twice;
+translation (routing by category, ns times, validation, B/E pairing, launch linking,
+classification) reads those parts back.
 Two decoders produce the same rows for the same input:
 
 - the fast path (`kineto_decode`): the event array split at validated event boundaries
@@ -34,7 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from .ns_times import Times
 
 RAW_SCHEMA = pa.schema([
     ("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()),
@@ -81,3 +88,58 @@ class Decoded:
     not_objects: int = 0
     first: bytes | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ pass 1's facts, by the decoders
+def starts_path(part: Path) -> Path:
+    """The sane start times (int64 ns, in row order) of the rows of a raw part."""
+    return part.with_suffix(".starts.npy")
+
+
+def host_be_path(part: Path) -> Path:
+    """start/end (int64 ns, shape (n, 2)) of the sane host B/E rows of a raw part; absent
+    when there are none."""
+    return part.with_suffix(".host-be.npy")
+
+
+class SpanFacts:
+    """What translation's first pass needs of a raw part, collected batch by batch as the
+    decoder writes it (`kineto._RawWriter`) and saved beside the part: the sane start times
+    (for `validate.bounds_of`) and the times of the sane host B/E events (whether any B/E
+    pair is completed on the host side). 8 bytes per row, as pass 1 held them anyway."""
+
+    def __init__(self) -> None:
+        self.starts: list[np.ndarray] = []
+        self.host_be: list[np.ndarray] = []
+
+    def add(self, ph, cat, ts, dur) -> None:
+        """The Arrow columns ph, cat, ts and dur of a batch of raw rows."""
+        t = Times(ts.to_numpy(zero_copy_only=False), dur.to_numpy(zero_copy_only=False),
+                  dur.is_null().to_numpy(zero_copy_only=False))
+        sane = t.sane()
+        self.starts.append(t.start[sane])
+        # host B/E: ph B or E and no GPU category (a null category is the host's)
+        be = pc.and_not(pc.is_in(ph, value_set=_BE), pc.is_in(cat, value_set=_GPU)).to_numpy(zero_copy_only=False)
+        be &= sane
+        if be.any():
+            self.host_be.append(np.stack([t.start[be], t.end[be]], axis=1))
+
+    def save(self, part: Path) -> None:
+        np.save(starts_path(part), np.concatenate(self.starts) if self.starts else np.empty(0, np.int64))
+        if self.host_be:
+            np.save(host_be_path(part), np.concatenate(self.host_be))
+        self.starts, self.host_be = [], []
+
+
+def remove_part(part: Path) -> None:
+    """A raw part and the facts saved beside it."""
+    for p in (part, starts_path(part), host_be_path(part)):
+        p.unlink(missing_ok=True)
+
+
+def _arrow_set(values) -> pa.Array:
+    return pa.array(sorted(values), pa.string())
+
+
+_BE = _arrow_set(("B", "E"))
+_GPU = _arrow_set(GPU_CATS)

@@ -4,8 +4,9 @@ Reads the raw event relation (`kineto_raw`) that decoding wrote and writes the t
 `open_table(name).write(arrow_table)` (the store's staging files, see `Store.stage`), chunk by
 chunk of `_TCHUNK` rows, in file order. Only small global facts are held in memory:
 
-1. a first pass over ts/dur finds the trace's span (`validate.bounds_of`: the start times of
-   the sane events, 8 bytes each) and whether any host B/E event survives validation;
+1. a first pass finds the trace's span (`validate.bounds_of`: the start times of the sane
+   events, 8 bytes each) and whether any host B/E event survives validation, from the facts
+   the decoders saved beside the raw parts (`kineto_raw.SpanFacts`);
 2. the main pass routes each chunk into host, GPU and region events (by category, as
    torch.profiler writes them), converts times to ns, drops invalid times (one warning, one
    example), writes host_ops, and keeps the correlation -> launching pid map of the runtime
@@ -37,8 +38,9 @@ from ..threads import ordered_map
 from . import memory
 from .common import nesting_depth
 from .first_by_key import coded, first_by_key, joined
-from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded
-from .validate import LIMIT_NS, bounds_of, dropped_message, fmt_value, keep_expr, sane
+from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded, host_be_path, starts_path
+from .ns_times import Times
+from .validate import bounds_of, dropped_message, fmt_value, keep_expr
 
 _TCHUNK = 1 << 16   # rows per translation chunk
 _THREADS = 2        # threads routing the chunks of the main pass (traceq.threads.ordered_map)
@@ -75,14 +77,25 @@ OpenTable = Callable[[str], "object"]   # table name -> a writer with .write(pa.
 
 # ------------------------------------------------------------------ rows
 def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """The raw rows in file order, a row group (at most `_TCHUNK` rows) at a time. Polars
-    reads each slice on its own: less memory than pyarrow's batch reader, which buffers."""
+    """The raw rows in file order, at most `_TCHUNK` rows at a time. Consecutive small parts
+    (the parallel decoder's, of one chunk or less each) are read together as one chunk; a
+    bigger part a row group slice at a time (polars reads each slice on its own: less memory
+    than pyarrow's batch reader, which buffers)."""
+    group: list[Path] = []
+    in_group = 0
     for part in parts:
         meta = pq.read_metadata(part)
-        if meta.num_rows <= _TCHUNK:   # one chunk (a part of the parallel decoder): read whole, 40 % faster
+        if meta.num_rows <= _TCHUNK:   # read whole, with its neighbours: 40 % faster than by slices
+            if in_group + meta.num_rows > _TCHUNK:
+                yield _read_group(group, columns)
+                group, in_group = [], 0
             if meta.num_rows:
-                yield pl.read_parquet(part, columns=columns)
+                group.append(part)
+                in_group += meta.num_rows
             continue
+        if group:
+            yield _read_group(group, columns)
+            group, in_group = [], 0
         lazy = pl.scan_parquet(part)
         if columns is not None:
             lazy = lazy.select(columns)
@@ -92,6 +105,15 @@ def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.Da
             for lo in range(0, n, _TCHUNK):
                 yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect()
             at += n
+    if group:
+        yield _read_group(group, columns)
+
+
+def _read_group(parts: list[Path], columns: list[str] | None) -> pl.DataFrame:
+    """Small parts as one frame, each read on its own and kept as a chunk of it (polars'
+    reading of a list of files at once held ~15 MB more at the peak)."""
+    frames = [pl.read_parquet(p, columns=columns) for p in parts]
+    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
 def _routes(ev: pl.DataFrame) -> pl.Series:
@@ -104,20 +126,6 @@ def _routes(ev: pl.DataFrame) -> pl.Series:
     return ev.select(pl.when(gpu).then(GPU).when(region).then(REGION).otherwise(HOST).alias("r"))["r"]
 
 
-def _ns(us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """µs (float64, NaN for null) -> (int64 ns, representable): exact for integer µs and for
-    relative ns-decimal µs (whole µs x 1000 + the fraction's ns, rounded half to even);
-    not representable (validate.representable: not finite or beyond ±LIMIT_NS as ns) where
-    the mask is False (the ns value there is 0). NumPy: a third of the time of the same
-    arithmetic as polars expressions, and it runs twice per row (both passes)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        scaled = us * 1000
-        ok = np.isfinite(scaled) & (np.abs(scaled) <= float(LIMIT_NS))
-        us = np.where(ok, us, 0.0)
-        whole = np.floor(us)
-        return whole.astype(np.int64) * 1000 + np.round((us - whole) * 1000).astype(np.int64), ok
-
-
 def _masked(values: np.ndarray, ok: np.ndarray) -> pl.Series:
     """`values` as an Int64 series, null where not `ok` (polars' `set`: 0.1 ms per 64 k rows,
     against 1 ms for pyarrow's masked conversion)."""
@@ -128,14 +136,11 @@ def _masked(values: np.ndarray, ok: np.ndarray) -> pl.Series:
 def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
     """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
     and is dropped as inverted), keeping the raw ts/dur for the validation warning. A null
-    `dur` is 0 ns; end_ns is null unless both are representable and |start_ns| <= LIMIT_NS."""
-    start, start_ok = _ns(ev["ts"].to_numpy())
-    dur, dur_ok = _ns(ev["dur"].to_numpy())
-    no_dur = ev["dur"].is_null().to_numpy()
-    dur_ok |= no_dur            # null -> 0 ns (the masked value is already 0)
-    end_ok = start_ok & dur_ok & (np.abs(start) <= LIMIT_NS)
-    return ev.with_columns(start_ns=_masked(start, start_ok), dur_ns=_masked(dur, dur_ok),
-                           end_ns=_masked(start + dur, end_ok))
+    `dur` is 0 ns; end_ns is null unless both are representable and |start_ns| <= LIMIT_NS
+    (`ns_times.Times`)."""
+    t = Times(ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["dur"].is_null().to_numpy())
+    return ev.with_columns(start_ns=_masked(t.start, t.start_ok), dur_ns=_masked(t.dur, t.dur_ok),
+                           end_ns=_masked(t.end, t.end_ok))
 
 
 def _describe(row: dict) -> str:
@@ -378,23 +383,22 @@ def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes
 
 # ------------------------------------------------------------------ the passes
 def _span(parts: list[Path]) -> tuple[tuple[int, int, int] | None, pl.DataFrame]:
-    """Pass 1: the trace's bounds (validate) and the times of the host B/E events.
+    """Pass 1: the trace's bounds (validate) and the times of the sane host B/E events, from
+    the facts the decoders saved beside the parts (`kineto_raw.SpanFacts`).
 
-    The sane start times go into one array sized for every row (8 bytes per event, the one
+    The sane start times go into one array sized for all of them (8 bytes per event, the one
     thing here that grows with the trace), filled in place: no list of pieces to concatenate."""
-    starts = np.empty(sum(pq.read_metadata(p).num_rows for p in parts), np.int64)
-    n = 0
-    host_be: list[pl.DataFrame] = []
-    for ev in _scan(parts, ["ph", "cat", "ts", "dur"]):
-        ev = _with_ns(ev)
-        sane_starts = ev.filter(sane())["start_ns"].to_numpy()
-        starts[n:n + len(sane_starts)] = sane_starts
-        n += len(sane_starts)
-        be = ev.filter(pl.col("ph").is_in(_BE) & ~pl.col("cat").is_in(_GPU_CATS).fill_null(False))
-        if be.height:
-            host_be.append(be.select("start_ns", "end_ns"))
-    bounds = bounds_of(starts[:n])
-    return bounds, (pl.concat(host_be) if host_be else pl.DataFrame(schema={"start_ns": pl.Int64, "end_ns": pl.Int64}))
+    sizes = [np.load(starts_path(p), mmap_mode="r").shape[0] for p in parts]
+    starts = np.empty(sum(sizes), np.int64)
+    at = 0
+    for p, n in zip(parts, sizes):
+        starts[at:at + n] = np.load(starts_path(p))
+        at += n
+    bounds = bounds_of(starts)
+    host_be = [np.load(host_be_path(p)) for p in parts if host_be_path(p).exists()]
+    times = np.concatenate(host_be) if host_be else np.empty((0, 2), np.int64)
+    return bounds, pl.DataFrame({"start_ns": times[:, 0], "end_ns": times[:, 1]},
+                                schema={"start_ns": pl.Int64, "end_ns": pl.Int64})
 
 
 class _Checks:

@@ -21,7 +21,8 @@ from typing import Callable
 
 import polars as pl
 
-LIMIT_NS = 2**62
+from .ns_times import LIMIT_NS
+
 ABSURD_FACTOR = 1000
 MIN_WIDTH_NS = 1_000_000_000
 
