@@ -354,10 +354,12 @@ def main() -> None:
     cluster are closed by the map that used them, temporary folders are removed by their owners.
     An exception other than SystemExit (only with --debug) propagates as usual.
     """
-    from . import arrow_without_pandas, store
+    from . import allocators, arrow_without_pandas, store
 
     store.ARROW_STREAMS = True
     os.environ.setdefault(arrow_without_pandas.ENV, "0")   # inherited by the ingest workers
+    if _command(sys.argv[1:]) == "ingest":
+        allocators.apply()   # before polars and pyarrow load; the ingest workers inherit it
     try:
         _main()
     except SystemExit as exc:
@@ -383,12 +385,17 @@ def _leave(code) -> None:
     os._exit(code)
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command argv names (its first word, --debug aside), or None."""
+    return next((a for a in argv if a != "--debug"), None)
+
+
 def _app_for(argv: list[str]) -> typer.Typer:
     """`app` with only the command that argv names (typer builds the click command of every
     registered command on each call: ~20 ms of start-up); the whole app for anything else."""
     import copy
 
-    name = argv[0] if argv else ""
+    name = _command(argv) or ""
     keep = [c for c in app.registered_commands if (c.name or c.callback.__name__.replace("_", "-")) == name]
     if len(keep) != 1 or app.registered_groups:
         return app
