@@ -18,7 +18,8 @@ spawns inherit the environment. Rejected: dirty_decay_ms:0 (-70 MB at 32x but +3
 POLARS_MAX_THREADS=1 (-26 MB, takes polars' threads away), narenas:2 (-35 MB).
 
 Only `traceq ingest` under the command line does this (`cli.main`): a Python program that
-calls traceq keeps its allocators as they are.
+calls traceq keeps its allocators as they are. traceq.ingest.memory returns the free pages of
+Arrow's pool and of glibc's malloc between ingest's phases.
 """
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
 """Give freed memory back to the operating system between the phases of an ingest (issue 11).
 
 Decoding a large trace allocates and frees far more than it keeps: msgspec's structs and the
-text slices (glibc malloc), Arrow's column buffers (Arrow's own pool, mimalloc or jemalloc).
-Both allocators keep freed pages for reuse, so after decoding a 870 MB trace the process held
-~50 MB it no longer used, and translation's working set came on top of it. Returning those
-pages at the phase boundaries starts translation that much lower (32x: 173 MB, not ~215 MB);
-it costs microseconds. polars' own allocator (jemalloc) cannot be asked from here.
+text slices (glibc malloc), Arrow's column buffers (Arrow's default pool: glibc malloc too
+under `traceq ingest`, see traceq.allocators, else mimalloc or jemalloc). The allocators keep
+freed pages for reuse, so after decoding a 870 MB trace the process held ~50 MB it no longer
+used, and translation's working set came on top of it. Returning those pages at the phase
+boundaries starts translation that much lower (32x: 173 MB, not ~215 MB); it costs
+microseconds. polars' own allocator (jemalloc) cannot be asked from here: traceq.allocators
+gives it one arena instead.
 """
 from __future__ import annotations
 
