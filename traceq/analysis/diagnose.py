@@ -84,16 +84,21 @@ def truncation(scope: Scope) -> str | None:
     return "; ".join(w if rows.height == 1 else f"rank {rank}: {w}" for rank, w in cut)
 
 
+def _cut_words(cut: str) -> str:
+    """A scope without GPU ops whose trace file was cut (`truncation`), in words."""
+    return f"the trace file was truncated ({cut}): its GPU events may be missing"
+
+
 def no_gpu_reason(scope: Scope) -> str:
     """Why a scope has no GPU ops, in words for a headline: the ingest's truncation warning
     when it found the file cut (`truncation`), else the guess of a CPU-only trace."""
     cut = truncation(scope)
-    return f"the trace file was truncated ({cut}): its GPU events may be missing" if cut else "CPU-only trace?"
+    return _cut_words(cut) if cut else "CPU-only trace?"
 
 
 def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
     what = ("no GPU ops in scope (CPU-only trace)" if truncated is None else
-            f"no GPU ops in scope, but the trace file was truncated ({truncated}): its GPU events may be missing "
+            f"no GPU ops in scope, but {_cut_words(truncated)} "
             "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
     pct = st.data_wait_pct()
     if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
