@@ -13,9 +13,9 @@ chunk of `_TCHUNK` rows, in file order. Only small global facts are held in memo
    calls, the host event count per pid, the GPU events (to a scratch file), the B/E events
    (paired at the end: they need their whole thread) and the regions (small; their nesting
    depth needs them all);
-3. gpu_ops: the scratch GPU events chunk by chunk, each op linked to the pid of the runtime
-   call with the same correlation (else the busiest host pid), classified once per distinct
-   (name, kind).
+3. gpu_ops: the scratch GPU events in pieces of at most `_TCHUNK` rows, each op linked
+   to the pid of the runtime call with the same correlation (else the busiest host pid),
+   classified (and its memcpy kinds read from its name) once per distinct (name, kind).
 
 Row order and values are those of translating the whole trace at once: host and GPU rows in
 file order, then the ones completed from B/E pairs; regions on the CPU, then on the GPU.
@@ -190,12 +190,22 @@ def _pair_begin_end(be: pl.DataFrame, t_end: int | None) -> pl.DataFrame:
 
 
 # ------------------------------------------------------------------ tables
-def _copy_kinds(name: pl.Expr, arg_kind: pl.Expr) -> list[pl.Expr]:
-    direction = name.str.extract(r"Memcpy\s+(\w+)", 1)
+def _copy_names(name: pl.Expr) -> list[pl.Expr]:
+    """What a memcpy's name says of it: the direction (`Memcpy HtoD`) and the source and
+    destination memory kinds (`(Device -> Pinned)`); per distinct name (`_Classes`)."""
     return [
-        pl.coalesce(direction, arg_kind).alias("copy_kind"),
-        name.str.extract(r"\((\w+)\s*->", 1).alias("src_kind"),
-        name.str.extract(r"->\s*(\w+)\)", 1).alias("dst_kind"),
+        name.str.extract(r"Memcpy\s+(\w+)", 1).alias("_direction"),
+        name.str.extract(r"\((\w+)\s*->", 1).alias("_src"),
+        name.str.extract(r"->\s*(\w+)\)", 1).alias("_dst"),
+    ]
+
+
+def _copy_kinds(memcpy: pl.Expr) -> list[pl.Expr]:
+    """copy_kind (the name's direction, else args.kind), src_kind and dst_kind of memcpys."""
+    return [
+        pl.when(memcpy).then(pl.coalesce("_direction", "arg_kind")).alias("copy_kind"),
+        pl.when(memcpy).then("_src").alias("src_kind"),
+        pl.when(memcpy).then("_dst").alias("dst_kind"),
     ]
 
 
@@ -286,17 +296,20 @@ def _compact_keys(keys: np.ndarray) -> np.ndarray:
 
 
 class _Classes:
-    """identity, library and category of GPU ops, computed once per distinct (name, kind)."""
+    """identity, library and category of GPU ops, and what a memcpy's name says of it
+    (`_copy_names`), computed once per distinct (name, kind)."""
 
     def __init__(self) -> None:
         self.known = pl.DataFrame(schema={"name": pl.String, "kind": pl.String, "identity": pl.String,
-                                          "library": pl.String, "category": pl.String})
+                                          "library": pl.String, "category": pl.String,
+                                          "_direction": pl.String, "_src": pl.String, "_dst": pl.String})
 
     def attach(self, g: pl.DataFrame) -> pl.DataFrame:
         pairs = g.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)).unique()
         new = pairs.join(self.known, on=["name", "kind"], how="anti", nulls_equal=True)
         if new.height:
-            new = pl.concat([_compact(new), classify(new["name"], new["kind"])], how="horizontal")
+            new = pl.concat([_compact(new), classify(new["name"], new["kind"]),
+                             new.select(_copy_names(pl.col("name")))], how="horizontal")
             self.known = pl.concat([self.known, new])
         return g.join(self.known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
 
@@ -311,19 +324,16 @@ def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes
     g = g.with_columns(
         device=pl.coalesce("device", pl.col("pid")).cast(pl.Int32),
         stream=pl.coalesce("stream", pl.col("tid")),
-        *_copy_kinds(pl.col("name"), pl.col("arg_kind")),
-    )
-    g = g.with_columns(
-        copy_kind=pl.when(pl.col("kind") == "memcpy").then("copy_kind"),
-        src_kind=pl.when(pl.col("kind") == "memcpy").then("src_kind"),
-        dst_kind=pl.when(pl.col("kind") == "memcpy").then("dst_kind"),
     )
     # The launching process: the runtime/driver call with the same correlation id.
     g = g.with_columns(launches.pid_of(g["correlation"]))
     g = g.with_columns(pid=pl.coalesce("_host_pid", pl.lit(main_pid, pl.Int64)))
     g = classes.attach(g)
-    # MTIA on-device events carry plain names (pe_exe, dma_request): the category says the device
-    g = g.with_columns(library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"))
+    g = g.with_columns(
+        *_copy_kinds(pl.col("kind") == "memcpy"),
+        # MTIA on-device events carry plain names (pe_exe, dma_request): the category says the device
+        library=pl.when(mtia).then(pl.lit("MTIA")).otherwise("library"),
+    )
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
                     "block_x", "block_y", "block_z", "registers", "category", "identity", "library",
@@ -561,7 +571,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     memory.release()   # the main pass's chunks
 
     gpu_out, classes = open_table("gpu_ops"), _Classes()
-    pieces: Iterator[pl.DataFrame] = (pl.read_parquet(f) for f in gpu_files)
+    pieces: Iterator[pl.DataFrame] = _gpu_pieces(gpu_files)
     if be[GPU]:
         pieces = _chain(pieces, [_with_end(_pair_begin_end(pl.concat(be[GPU]), last[GPU].value))])
     for g in pieces:
@@ -584,6 +594,23 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
                         "will be empty" if cut else "no GPU activity in this trace (CPU-only): GPU analyses will be empty")
     if n_open:
         warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
+
+
+def _gpu_pieces(files: list[Path]) -> Iterator[pl.DataFrame]:
+    """The scratch GPU events in file order, consecutive files read together up to `_TCHUNK`
+    rows, as many as a chunk of the main pass (which writes one file per chunk, often of a
+    few thousand rows; each `_gpu_ops` call costs ~2 ms whatever its size)."""
+    group: list[pl.DataFrame] = []
+    rows = 0
+    for f in files:
+        piece = pl.read_parquet(f)
+        if group and rows + piece.height > _TCHUNK:
+            yield pl.concat(group, rechunk=False)
+            group, rows = [], 0
+        group.append(piece)
+        rows += piece.height
+    if group:
+        yield pl.concat(group, rechunk=False)
 
 
 def _chain(first: Iterator[pl.DataFrame], then: list[pl.DataFrame]) -> Iterator[pl.DataFrame]:
