@@ -286,6 +286,37 @@ def test_refuses_what_it_cannot_vouch_for(case, tmp_path):
     assert not list((tmp_path / "work").glob("fast-*"))   # nothing left behind
 
 
+def test_every_phase_of_the_format_stays_on_the_fast_path(tmp_path):
+    """Events of every phase of the Trace Event Format (flows, instants, counters, async,
+    metadata...) decode typed: the fast path applies, and keeps the X, B and E ones."""
+    others = [{"ph": ph, "cat": "c", "name": f"p{ord(ph)}", "pid": 1, "tid": 1, "ts": 5, "id": 3, "bp": "e",
+               "args": {"name": "x", "correlation": 1}} for ph in kineto._OTHER_PHASES]
+    events = [others[0], {**KERNEL, "ph": "B"}, *others[1:], KERNEL, {"ph": "E", "pid": 0, "tid": 7, "ts": 200}]
+    text = _doc(events)
+    decoded = fast(text, tmp_path)
+    assert decoded is not None and decoded.n_items == len(kineto._OTHER_PHASES) + 3
+    assert rows(decoded)["ph"].to_pylist() == ["B", "X", "E"]
+    assert_equal(decoded, text, tmp_path)
+
+
+@pytest.mark.parametrize("odd, kept", [
+    (b'{"ph": "x", "name": "lower-case x", "ts": 1, "dur": 1}', False),
+    (b'{"name": "no phase", "ts": 1, "dur": 1}', False),
+    (b'{"ph": null, "name": "null phase", "ts": 1, "dur": 1}', False),
+    (b'{"ph": "X", "ph": "i", "name": "X then i", "ts": 1, "dur": 1}', False),
+    (b'{"ph": "i", "ph": "X", "name": "i then X", "ts": 1, "dur": 1}', True),
+])
+def test_an_odd_phase_goes_the_coercion_path_and_the_last_phase_decides(odd, kept, tmp_path):
+    """A phase the typed decode does not know (or a `ph` key repeated with another value) is
+    refused by the fast path; the robust decoder keeps the event only when its phase, the
+    last value of a repeated key as for any other field, is X, B or E."""
+    text = _doc([KERNEL]).replace(b"}]}", b"}, " + odd + b"]}")
+    assert fast(text, tmp_path / "fast", part_bytes=64) is None
+    got = rows(robust(text, tmp_path)).to_pylist()
+    assert [r["name"] for r in got] == (["gemm", "i then X"] if kept else ["gemm"])
+    assert got[0] == rows(robust(_doc([KERNEL]), tmp_path / "kernel")).to_pylist()[0]
+
+
 def test_a_cut_inside_a_string_is_refused(tmp_path):
     """The first event's name holds `}, {` past the middle of the array: the one cut (at the
     first candidate after the middle) lands inside it, the part before it is no JSON array,

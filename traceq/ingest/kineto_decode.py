@@ -12,7 +12,7 @@ result provably equals the robust decoder's:
 - every slice of every part decodes strictly as a JSON array: by induction from the first
   slice (which starts at the real array start), every cut was a real event boundary (a cut
   inside a string or at a deeper nesting level makes the text before it invalid);
-- every item decodes as a typed `kineto._Event`, so the robust decoder takes its typed path
+- every item decodes typed (`kineto._EVENTS`), so the robust decoder takes its typed path
   too (no per-chunk coercion), and both build the rows with `kineto._columns`;
 - the outer document with `[]` for the array decodes strictly as `kineto._Trace`, and a
   random token in place of the array proves that top-level `traceEvents` is that array.
