@@ -22,6 +22,7 @@ file order, then the ones completed from B/E pairs; regions on the CPU, then on 
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -78,8 +79,14 @@ OpenTable = Callable[[str], "object"]   # table name -> a writer with .write(pa.
 
 # ------------------------------------------------------------------ rows
 def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """The raw rows in file order, at most `_TCHUNK` rows at a time. Consecutive small parts
-    (the parallel decoder's, of one chunk or less each) are read together as one chunk; a
+    """The raw rows in file order, at most `_TCHUNK` rows at a time (`_readers`)."""
+    return (read() for read in _readers(parts, columns))
+
+
+def _readers(parts: list[Path], columns: list[str] | None = None) -> Iterator[Callable[[], pl.DataFrame]]:
+    """Readers of the raw rows in file order, at most `_TCHUNK` rows each, to call on any
+    thread (the main pass reads its chunks on the threads that route them). Consecutive small
+    parts (the parallel decoder's, of one chunk or less each) are read together as one chunk; a
     bigger part a row group slice at a time (polars reads each slice on its own: less memory
     than pyarrow's batch reader, which buffers)."""
     group: list[Path] = []
@@ -88,14 +95,14 @@ def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.Da
         meta = pq.read_metadata(part)
         if meta.num_rows <= _TCHUNK:   # read whole, with its neighbours: 40 % faster than by slices
             if in_group + meta.num_rows > _TCHUNK:
-                yield _read_group(group, columns)
+                yield partial(_read_group, group, columns)
                 group, in_group = [], 0
             if meta.num_rows:
                 group.append(part)
                 in_group += meta.num_rows
             continue
         if group:
-            yield _read_group(group, columns)
+            yield partial(_read_group, group, columns)
             group, in_group = [], 0
         lazy = pl.scan_parquet(part)
         if columns is not None:
@@ -104,10 +111,10 @@ def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.Da
         for i in range(meta.num_row_groups):
             n = meta.row_group(i).num_rows
             for lo in range(0, n, _TCHUNK):
-                yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect()
+                yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect
             at += n
     if group:
-        yield _read_group(group, columns)
+        yield partial(_read_group, group, columns)
 
 
 def _read_group(parts: list[Path], columns: list[str] | None) -> pl.DataFrame:
@@ -540,11 +547,11 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
             launches.add(host)
             n_open += int(host["unfinished"].sum() or 0)
 
-    def route(item: tuple[int, pl.DataFrame]) -> _Chunk:
-        i, ev = item
-        return _route_chunk(ev, check, paired, scratch.with_name(f"gpu-events-{i:04d}.parquet"))
+    def route(item: tuple[int, Callable[[], pl.DataFrame]]) -> _Chunk:
+        i, read = item
+        return _route_chunk(read(), check, paired, scratch.with_name(f"gpu-events-{i:04d}.parquet"))
 
-    for chunk in ordered_map(route, enumerate(_scan(parts)), _THREADS, in_flight=2):   # taken in file order
+    for chunk in ordered_map(route, enumerate(_readers(parts)), _THREADS, in_flight=2):   # taken in file order
         for table, n_bad, example in chunk.dropped:
             check.count_dropped(table, n_bad, example)
         kept += chunk.kept
