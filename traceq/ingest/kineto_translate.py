@@ -22,6 +22,7 @@ file order, then the ones completed from B/E pairs; regions on the CPU, then on 
 """
 from __future__ import annotations
 
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
@@ -311,15 +312,18 @@ class _Classes:
         self.known = pl.DataFrame(schema={"name": pl.String, "kind": pl.String, "identity": pl.String,
                                           "library": pl.String, "category": pl.String,
                                           "_direction": pl.String, "_src": pl.String, "_dst": pl.String})
+        self.lock = threading.Lock()   # `attach` runs on the threads of the gpu_ops pass
 
     def attach(self, g: pl.DataFrame) -> pl.DataFrame:
         pairs = g.select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)).unique()
-        new = pairs.join(self.known, on=["name", "kind"], how="anti", nulls_equal=True)
-        if new.height:
-            new = pl.concat([_compact(new), classify(new["name"], new["kind"]),
-                             new.select(_copy_names(pl.col("name")))], how="horizontal")
-            self.known = pl.concat([self.known, new])
-        return g.join(self.known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
+        with self.lock:
+            new = pairs.join(self.known, on=["name", "kind"], how="anti", nulls_equal=True)
+            if new.height:
+                new = pl.concat([_compact(new), classify(new["name"], new["kind"]),
+                                 new.select(_copy_names(pl.col("name")))], how="horizontal")
+                self.known = pl.concat([self.known, new])
+            known = self.known
+        return g.join(known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
 
 
 def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes: _Classes) -> pl.DataFrame:
@@ -583,8 +587,10 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     pieces: Iterator[pl.DataFrame] = _gpu_pieces(gpu_files)
     if be[GPU]:
         pieces = _chain(pieces, [_with_end(_pair_begin_end(pl.concat(be[GPU]), last[GPU].value))])
-    for g in pieces:
-        out = _gpu_ops(g, launches, main_pid, classes)
+    def gpu_ops(g: pl.DataFrame) -> pl.DataFrame:
+        return _gpu_ops(g, launches, main_pid, classes)
+
+    for out in ordered_map(gpu_ops, pieces, _THREADS, in_flight=2):   # in file order
         n_gpu += out.height
         if out.height:
             gpu_out.write(out.to_arrow())
