@@ -846,7 +846,7 @@ def _msg_bytes(a: _Args):
         return None
 
 
-def _columns(evs: list[_Event], gpu: bool) -> dict[str, pa.Array]:
+def _columns(evs: list[_Fields], gpu: bool) -> dict[str, pa.Array]:
     """Arrow columns of a list of events (`kineto_raw.RAW_SCHEMA`, in its order, when `gpu`;
     the arg columns of GPU ops are left out otherwise). The arg columns are read for the events
     of `ARG_CATS` only, null for the others (kineto_raw)."""

@@ -587,6 +587,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     pieces: Iterator[pl.DataFrame] = _gpu_pieces(gpu_files)
     if be[GPU]:
         pieces = _chain(pieces, [_with_end(_pair_begin_end(pl.concat(be[GPU]), last[GPU].value))])
+
     def gpu_ops(g: pl.DataFrame) -> pl.DataFrame:
         return _gpu_ops(g, launches, main_pid, classes)
 
