@@ -39,7 +39,7 @@ from ..errors import BadInput
 from ..schema import truncated_warning
 from . import memory
 from .common import Parsed
-from .kineto_raw import ARG_CATS, RAW_SCHEMA, Decoded, SpanFacts, remove_part
+from .kineto_raw import ARG_CAT_SET, RAW_SCHEMA, Decoded, SpanFacts, remove_part
 
 Num = Union[int, float, str, None]
 Text = Union[str, int, float, None]
@@ -822,7 +822,6 @@ def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
 _TRACE_CATS = frozenset({"Trace", "trace"})
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = _Args()
-_ARG_SET = pa.array(sorted(ARG_CATS), pa.string())
 
 
 # element sizes of the `dtype` names PyTorch writes in record_param_comms / NCCL kernel args
@@ -866,12 +865,9 @@ def _columns(evs: list[_Fields], gpu: bool) -> dict[str, pa.Array]:
     if gpu:
         # the rows of ARG_CATS events, found by Arrow in the category column (a Python pass
         # over the events cost 60 ns per event)
-        is_arg = pc.fill_null(pc.is_in(cols["cat"], value_set=_ARG_SET), False)
+        is_arg = pc.fill_null(pc.is_in(cols["cat"], value_set=ARG_CAT_SET), False)
         at = pc.indices_nonzero(is_arg)
         n = len(evs)
-        if len(at) == 0:
-            cols.update((f.name, pa.nulls(n, f.type)) for f in RAW_SCHEMA if f.name not in cols)
-            return cols
         dev = args if len(at) == n else [args[i] for i in at.to_pylist()]
         arg_cols = {
             "stream": _int_col([a.stream for a in dev]),

@@ -143,3 +143,4 @@ def _arrow_set(values) -> pa.Array:
 
 _BE = _arrow_set(("B", "E"))
 _GPU = _arrow_set(GPU_CATS)
+ARG_CAT_SET = _arrow_set(ARG_CATS)   # ARG_CATS as an Arrow value set (`pc.is_in`)
