@@ -21,15 +21,15 @@ from conftest import SAMPLES
 
 HEAVY = ("duckdb", "polars", "pyarrow", "numpy", "pydantic", "plotly", "jinja2", "rich", "msgspec")
 
-# Runs traceq's real entry point and writes the top-level modules loaded to the file named by
-# argv[1] when the process ends (by os._exit, as the CLI does after an analysis, or by SystemExit).
+# Runs traceq's real entry point and writes the modules loaded to the file named by argv[1]
+# when the process ends (by os._exit, as the CLI does after an analysis, or by SystemExit).
 SPY = """
 import json, os, sys
 out = sys.argv.pop(1)
 sys.argv[0] = "traceq"
 def dump():
     with open(out, "w") as fh:
-        json.dump(sorted({m.split(".")[0] for m in sys.modules}), fh)
+        json.dump(sorted(sys.modules), fh)
 real_exit = os._exit
 def spy_exit(code):
     dump()
@@ -45,13 +45,16 @@ dump()
 """
 
 
-def loaded(tmp_path, *args, cwd=None) -> tuple[set[str], subprocess.CompletedProcess]:
+def loaded(tmp_path, *args, cwd=None, full=False, before="", env=None) -> tuple[set[str], subprocess.CompletedProcess]:
+    """The top-level packages (every module with `full`) that `traceq ARGS` loaded, and the
+    process; `before`: Python run before the entry point."""
     out = tmp_path / "modules.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}
+    env = {**{k: v for k, v in os.environ.items() if k not in ("TRACEQ_STORE", "FORCE_COLOR")}, **(env or {})}
     env.update(NO_COLOR="1", TRACEQ_WIDTH="200")
-    r = subprocess.run([sys.executable, "-c", SPY, str(out), *map(str, args)], cwd=cwd or tmp_path, env=env,
+    r = subprocess.run([sys.executable, "-c", before + SPY, str(out), *map(str, args)], cwd=cwd or tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
-    return set(json.loads(out.read_text())), r
+    modules = json.loads(out.read_text())
+    return set(modules) if full else {m.split(".")[0] for m in modules}, r
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +159,45 @@ def test_arrow_streams_give_the_same_output_as_pyarrow(tmp_path, store, command)
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert r.stdout == res.stdout
+
+
+def _gpu_trace(path):
+    """A small trace with what the GPU side of an ingest handles: kernels with grid and block
+    (decoding's list columns), their launches (the launch map of the gpu_ops pass), a copy,
+    steps (regions and their nesting depth)."""
+    from kineto_synth import Trace
+
+    t = Trace()
+    for step in range(3):
+        t.step(step, step * 1000, 900)
+        for i in range(20):
+            at = step * 1000 + 10 + 40 * i
+            t.launch("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)",
+                     at, 5, at + 10, 20)
+            t.events[-1]["args"].update(grid=[128, 1, 1], block=[256, 1, 1])
+        t.launch("Memcpy HtoD (Pageable -> Device)", step * 1000 + 850, 5, step * 1000 + 860, 30,
+                 api="cudaMemcpyAsync", cat="gpu_memcpy")
+    return t.write(path)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_kineto_ingest_loads_neither_pyarrow_compute_nor_numpy_ma(tmp_path, processes):
+    """An ingest's start-up is most of its time on a 30 MB trace: the Kineto path calls Arrow's
+    kernels by name (traceq.arrow_kernels) and hands NumPy arrays to polars and pyarrow as
+    Arrow buffers, so neither `pyarrow.compute` (its ~300 wrappers: ~20 ms) nor `numpy.ma`
+    (which both libraries' NumPy conversions import: 7 ms) is loaded, by the single-process
+    decoder (1) or by the parallel one (2: every file is big enough to split), for a CPU-only
+    trace (the sample) and one with GPU activity."""
+    before = ("import os, traceq.arrow_without_pandas as a\n"   # what the command line does first
+              "os.environ[a.ENV] = '0'; a.apply()\n"
+              "import traceq.ingest.kineto_decode as d; d.MIN_SPLIT = 0\n")
+    gpu = _gpu_trace(tmp_path / "gpu" / "gpu.pt.trace.json.gz")
+    for trace in (SAMPLES / "slow_dataloader", gpu):
+        mods, r = loaded(tmp_path, "ingest", trace, "--store", tmp_path / "s", "-q",
+                         full=True, before=before, env={"TRACEQ_DECODE_PROCESSES": processes})
+        assert r.returncode == 0, r.stderr
+        assert {"traceq.ingest.kineto_translate", "traceq.arrow_kernels", "pyarrow.parquet"} <= mods
+        assert not mods & {"pyarrow.compute", "numpy.ma"}, (trace, sorted(mods & {"pyarrow.compute", "numpy.ma"}))
 
 
 needs_pandas = pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed")

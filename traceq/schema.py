@@ -210,14 +210,14 @@ def cast(col, to: pa.DataType):
     """Cast; integers that do not fit a narrower integer type (a grid of 10**12) become null."""
     import pyarrow as pa
 
+    from . import arrow_kernels as ak
+
     try:
-        return col.cast(to)
+        return ak.cast(col, to)
     except pa.ArrowInvalid:
         if not (pa.types.is_integer(col.type) and pa.types.is_integer(to)):
             raise
-        import pyarrow.compute as pc
-
         info = (-(2 ** (to.bit_width - 1)), 2 ** (to.bit_width - 1) - 1) if pa.types.is_signed_integer(to) \
             else (0, 2 ** to.bit_width - 1)
-        fits = pc.and_(pc.greater_equal(col, info[0]), pc.less_equal(col, info[1]))
-        return pc.if_else(fits, col, pa.scalar(None, col.type)).cast(to)
+        fits = ak.call("and", ak.call("greater_equal", col, info[0]), ak.call("less_equal", col, info[1]))
+        return ak.cast(ak.call("if_else", fits, col, pa.scalar(None, col.type)), to)

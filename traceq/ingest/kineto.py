@@ -32,9 +32,9 @@ from typing import Any, ClassVar, Union
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import arrow_kernels as ak
 from ..errors import BadInput
 from ..schema import truncated_warning
 from . import memory
@@ -809,13 +809,13 @@ def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
         return (pa.nulls(len(values), pa.int64()),) * 3
     # Arrow kernels only (a numpy array handed to pyarrow makes it import numpy.ma: 25 ms in
     # each decoding process)
-    lengths = pc.fill_null(pc.list_value_length(lists), 0)
+    lengths = ak.fill_null(ak.call("list_value_length", lists), 0)
     starts = lists.offsets.slice(0, len(lists))
     out = []
     for i in range(3):
-        has = pc.greater(lengths, i)
-        picked = lists.values.take(pc.if_else(has, pc.add(starts, i), 0))
-        out.append(pc.if_else(has, picked, pa.scalar(None, pa.int64())))
+        has = ak.call("greater", lengths, i)
+        picked = ak.take(lists.values, ak.call("if_else", has, ak.call("add", starts, i), 0))
+        out.append(ak.call("if_else", has, picked, pa.scalar(None, pa.int64())))
     return tuple(out)
 
 
@@ -865,8 +865,8 @@ def _columns(evs: list[_Fields], gpu: bool) -> dict[str, pa.Array]:
     if gpu:
         # the rows of ARG_CATS events, found by Arrow in the category column (a Python pass
         # over the events cost 60 ns per event)
-        is_arg = pc.fill_null(pc.is_in(cols["cat"], value_set=ARG_CAT_SET), False)
-        at = pc.indices_nonzero(is_arg)
+        is_arg = ak.fill_null(ak.is_in(cols["cat"], ARG_CAT_SET), False)
+        at = ak.call("indices_nonzero", is_arg)
         n = len(evs)
         dev = args if len(at) == n else [args[i] for i in at.to_pylist()]
         arg_cols = {
@@ -891,7 +891,7 @@ def _spread(cols: dict[str, pa.Array], at: pa.BooleanArray) -> dict[str, pa.Arra
     """Columns of the events where `at` is true -> columns of all events, null elsewhere (a
     column of nulls is made as one, not copied)."""
     n = len(at)
-    return {k: pa.nulls(n, v.type) if v.null_count == len(v) else pc.replace_with_mask(pa.nulls(n, v.type), at, v)
+    return {k: pa.nulls(n, v.type) if v.null_count == len(v) else ak.call("replace_with_mask", pa.nulls(n, v.type), at, v)
             for k, v in cols.items()}
 
 

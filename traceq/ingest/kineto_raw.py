@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .. import arrow_kernels as ak
 from .ns_times import Times
 
 RAW_SCHEMA = pa.schema([
@@ -115,11 +115,11 @@ class SpanFacts:
     def add(self, ph, cat, ts, dur) -> None:
         """The Arrow columns ph, cat, ts and dur of a batch of raw rows."""
         t = Times(ts.to_numpy(zero_copy_only=False), dur.to_numpy(zero_copy_only=False),
-                  dur.is_null().to_numpy(zero_copy_only=False))
+                  ak.is_null(dur).to_numpy(zero_copy_only=False))
         sane = t.sane()
         self.starts.append(t.start[sane])
         # host B/E: ph B or E and no GPU category (a null category is the host's)
-        be = pc.and_not(pc.is_in(ph, value_set=_BE), pc.is_in(cat, value_set=_GPU)).to_numpy(zero_copy_only=False)
+        be = ak.call("and_not", ak.is_in(ph, _BE), ak.is_in(cat, _GPU)).to_numpy(zero_copy_only=False)
         be &= sane
         if be.any():
             self.host_be.append(np.stack([t.start[be], t.end[be]], axis=1))
@@ -143,4 +143,4 @@ def _arrow_set(values) -> pa.Array:
 
 _BE = _arrow_set(("B", "E"))
 _GPU = _arrow_set(GPU_CATS)
-ARG_CAT_SET = _arrow_set(ARG_CATS)   # ARG_CATS as an Arrow value set (`pc.is_in`)
+ARG_CAT_SET = _arrow_set(ARG_CATS)   # ARG_CATS as an Arrow value set (`arrow_kernels.is_in`)
