@@ -337,3 +337,22 @@ def test_small_raw_parts_are_read_together_in_chunks(tmp_path, monkeypatch):
     assert [c.height for c in chunks] == [30, 45, 50, 50, 3]
     assert pl.concat(chunks)["ts"].to_list() == [float(x) for x in range(178)]
     assert list(kineto_translate._scan(parts, ["ts"]))[0].columns == ["ts"]
+
+
+def test_numpy_arrays_become_series_through_arrow_buffers():
+    """kineto_translate._series (NumPy -> polars without numpy.ma): the values and type of the
+    array, null where not valid, a strided column of a 2-d array too."""
+    import numpy as np
+
+    from traceq.ingest.kineto_translate import _series
+
+    times = np.array([[5, 9], [-3, 2**62], [7, 0]], np.int64)
+    s = _series(times[:, 1], np.array([True, False, True]))
+    assert s.dtype == pl.Int64 and s.to_list() == [9, None, 0]
+    assert _series(times[:, 0]).to_list() == [5, -3, 7]
+    depth = _series(np.array([0, 2, 1], np.int32))
+    assert depth.dtype == pl.Int32 and depth.to_list() == [0, 2, 1]
+    assert _series(np.empty(0, np.int64)).len() == 0
+    many = np.arange(70, dtype=np.int64)   # validity bits across several bytes
+    valid = many % 3 != 0
+    assert _series(many, valid).to_list() == [int(v) if ok else None for v, ok in zip(many, valid)]

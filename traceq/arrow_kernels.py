@@ -25,7 +25,8 @@ def call(kernel: str, *args):
 
 
 def is_in(values: pa.Array, value_set: pa.Array) -> pa.BooleanArray:
-    """Whether each value is in `value_set` (null stays null, as `pyarrow.compute.is_in`)."""
+    """Whether each value is in `value_set`, as `pyarrow.compute.is_in` says it: a null is in it
+    only when the set holds a null (false otherwise, not null)."""
     return call_function("is_in", [values], SetLookupOptions(value_set))
 
 
