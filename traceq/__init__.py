@@ -6,8 +6,9 @@ The Python API mirrors the CLI:
     s = traceq.open_store(".traceq")
     df = s.hotspots(run="baseline", top=10)   # polars DataFrame; df.headline is the verdict
 
-`traceq.ingest(...)` and the module-level functions `traceq.hotspots(store, ...)` (plain
-DataFrames) work too. Heavy libraries are imported lazily so `traceq --help` stays fast.
+`traceq.ingest(...)` and the module-level functions `traceq.hotspots(store, ...)` (the same
+as `traceq.open_store(store).hotspots(...)`) work too. Heavy libraries
+are imported lazily so `traceq --help` stays fast.
 """
 from __future__ import annotations
 
@@ -16,34 +17,37 @@ __version__ = "0.1.0"
 _API = {
     "open_store": ("traceq.api", "open_store"),
     "TraceStore": ("traceq.api", "TraceStore"),
-    "Result": ("traceq.registry", "Result"),
-    "REGISTRY": ("traceq.analyses", "REGISTRY"),
+    "Result": ("traceq.analyses.spec", "Result"),
     "ingest": ("traceq.ingest", "ingest"),
     "Store": ("traceq.store", "Store"),
-    "hotspots": ("traceq.analyses", "hotspots"),
-    "runs": ("traceq.analyses", "runs"),
-    "sql": ("traceq.analyses", "sql"),
-    "summary": ("traceq.analyses", "summary"),
-    "overlap": ("traceq.analyses", "overlap"),
-    "breakdown": ("traceq.analyses", "breakdown"),
-    "stalls": ("traceq.analyses", "stalls"),
-    "diff": ("traceq.analyses", "diff"),
-    "diagnose": ("traceq.analysis.diagnose", "diagnose"),
-    "timer_breakdown": ("traceq.analyses", "timer_breakdown"),
+    "runs": ("traceq.api", "runs"),
+    "sql": ("traceq.api", "sql"),
 }
 
 
-__all__ = ["__version__", *_API]
+def _analyses() -> list[str]:
+    """One function per analysis of the registry: traceq.hotspots(store, ...) is
+    traceq.open_store(store).hotspots(...)."""
+    import importlib
+
+    return list(importlib.import_module("traceq.analyses.registry").REGISTRY)
+
+
+__all__ = ["__version__", "REGISTRY", *_API]
 
 
 def __dir__():
-    return sorted(__all__)
+    return sorted({*__all__, *_analyses()})
 
 
 def __getattr__(name: str):
-    if name in _API:
-        import importlib
+    import importlib
 
+    if name in _API:
         mod, attr = _API[name]
         return getattr(importlib.import_module(mod), attr)
+    if name == "REGISTRY":
+        return importlib.import_module("traceq.analyses.registry").REGISTRY
+    if not name.startswith("_") and name in _analyses():
+        return importlib.import_module("traceq.api").analysis_function(name)
     raise AttributeError(name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 
-from .registry import Analysis, Result, compute
+from .analyses.spec import Analysis, Result
 
 
 class TraceStore:
@@ -36,18 +36,18 @@ class TraceStore:
         return f"TraceStore({str(self.path)!r})"
 
     def __dir__(self):
-        from .analyses import REGISTRY
+        from .analyses.registry import REGISTRY
 
         return sorted({*super().__dir__(), *REGISTRY})
 
     def analyses(self) -> list[str]:
-        from .analyses import REGISTRY
+        from .analyses.registry import REGISTRY
 
         return list(REGISTRY)
 
     def result(self, name: str, *runs: str, run=None, rank=None, steps=None, step_pattern=None, skip_first=0,
                **params) -> Result:
-        from .analyses import REGISTRY
+        from .analyses.registry import REGISTRY
         from .errors import TraceqError
 
         if name not in REGISTRY:
@@ -62,16 +62,18 @@ class TraceStore:
             raise TypeError(f"{name}() analyses the whole run: it takes no rank, steps, step_pattern or skip_first")
         if spec.runs == 2 and len(runs) != 2:
             raise TypeError(f"{name}() takes two runs (run_a, run_b)")
+        from .analyses.registry import compute
+
         return compute(spec, self.store, run, rank, steps, runs=runs, step_pattern=step_pattern,
                        skip_first=skip_first, **params)
 
     def runs(self):
-        from .analysis.catalog import runs
+        from .engine.catalog import runs
 
         return runs(self.store)
 
     def sql(self, query: str):
-        from .analysis.catalog import sql
+        from .engine.catalog import sql
 
         return sql(query, self.store)
 
@@ -112,7 +114,7 @@ def _method(spec: Analysis):
 
 
 def _install() -> None:
-    from .analyses import REGISTRY
+    from .analyses.registry import REGISTRY
 
     for spec in REGISTRY.values():
         setattr(TraceStore, spec.name, _method(spec))
@@ -124,3 +126,27 @@ _install()
 def open_store(path=None) -> TraceStore:
     """Open the store at `path` (default ./.traceq or $TRACEQ_STORE) for analysis."""
     return TraceStore(path)
+
+
+# ---------------------------------------------------------------- module-level aliases
+def analysis_function(name: str):
+    """`traceq.<name>(store, ...)`: the same as `traceq.open_store(store).<name>(...)`."""
+    def function(store=None, *runs, **kw):
+        return getattr(open_store(store), name)(*runs, **kw)
+
+    method = getattr(TraceStore, name)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"traceq.{name}(store, ...) = traceq.open_store(store).{name}(...)\n\n{method.__doc__}"
+    return function
+
+
+def runs(store=None):
+    """The runs in the store (`traceq runs`)."""
+    return open_store(store).runs()
+
+
+def sql(query: str, store=None, *, allow_writes: bool = False):
+    """DuckDB SQL over the store's views (`traceq sql`); queries only unless `allow_writes`."""
+    from .engine.catalog import sql as run_sql
+
+    return run_sql(query, open_store(store).store, allow_writes=allow_writes)

@@ -1,5 +1,5 @@
 """The `traceq` command line. It only parses arguments and renders; the work is in the
-Python API (`traceq.ingest`, `traceq.analyses`). Heavy libraries are imported inside the
+Python API (`traceq.ingest`, the analyses of traceq/analyses). Heavy libraries are imported inside the
 commands so `traceq --help` stays fast.
 
 Errors the user can act on print one line, `traceq: <file>: <problem>`, and exit 2;
@@ -7,8 +7,6 @@ Errors the user can act on print one line, `traceq: <file>: <problem>`, and exit
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import sys
 from typing import Annotated, Optional
@@ -16,7 +14,6 @@ from typing import Annotated, Optional
 import typer
 
 from . import cli_coercion
-from .analyses import EXECUTOR_HELP, SCHEDULER_FILE_HELP, SCHEDULER_HELP
 
 cli_coercion.install()   # plain str/int options without pydantic (start-up time)
 
@@ -54,14 +51,8 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 # ---------------------------------------------------------------- shared options
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Store folder (default ./.traceq or $TRACEQ_STORE).", metavar="DIR", show_default=False)]
-RunOpt = Annotated[Optional[str], typer.Option("--run", help="Run to analyse (default: the most recently ingested).", metavar="NAME", show_default=False)]
-RankOpt = Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank of the run).", metavar="N", show_default=False)]
-StepsOpt = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Steps A to B, both included, by the step numbers the tables show (ProfilerStep#N, else 0-based), e.g. 5:10, 7, 5:.", show_default=False)]
-StepPatternOpt = Annotated[Optional[str], typer.Option("--step-pattern", metavar="REGEX", help="Steps are the regions (NVTX ranges, annotations) whose name matches REGEX; numbered by the last number in their names.", show_default=False)]
-SkipFirstOpt = Annotated[int, typer.Option("--skip-first", metavar="N", help="Leave out the first N steps of each rank (warm-up).")]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Output format: table, json (list of row objects) or csv.", metavar="table|json|csv")]
-OutputOpt = Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.", metavar="FILE", show_default=False)]
+from .cli_options import FormatOpt, OutputOpt, StoreOpt  # noqa: E402
+
 INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500", "mila")
 
 
@@ -135,9 +126,7 @@ class _IngestProgress:
         self.progress.stop()
 
 
-ExecutorOpt = Annotated[Optional[str], typer.Option("--executor", help=EXECUTOR_HELP, show_default=False)]
-SchedulerOpt = Annotated[Optional[str], typer.Option("--scheduler", help=SCHEDULER_HELP, show_default=False)]
-SchedulerFileOpt = Annotated[Optional[str], typer.Option("--scheduler-file", help=SCHEDULER_FILE_HELP, show_default=False)]
+from .cli_options import ExecutorOpt, SchedulerFileOpt, SchedulerOpt  # noqa: E402
 
 
 @app.command()
@@ -240,7 +229,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
 
     Example: traceq runs --format json
     """
-    from .analysis.catalog import runs as runs_df
+    from .engine.catalog import runs as runs_df
     from .store import Store
 
     df = runs_df(store)
@@ -267,7 +256,7 @@ def sql(
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
-    from .analysis.catalog import sql as run_sql
+    from .engine.catalog import sql as run_sql
 
     _emit_to(run_sql(query, store, allow_writes=allow_writes), fmt, output)
 
@@ -288,7 +277,7 @@ def report(
 
     Example: traceq report baseline amp -o report.html --title "AMP + channels_last"
     """
-    from .report import build_report
+    from .report.page import build_report
 
     res = build_report(store, runs, output, title)
     for w in res.warnings:
@@ -300,8 +289,8 @@ def report(
 
 
 # ---------------------------------------------------------------- analyses
-# One command per analysis of the registry (traceq/analyses.py), derived from its declaration.
-from .commands import register_all  # noqa: E402
+# One command per analysis of the registry (traceq/analyses), derived from its declaration.
+from .cli_analyses import register_all  # noqa: E402
 
 register_all(app)
 
@@ -324,13 +313,6 @@ def doctor(store: StoreOpt = None) -> None:
         sys.stderr.write(f"traceq: {p['file']}: {p['problem']} (run {p['run']!r} rank {p['rank']}, "
                          f"{p['table']}); repair: {p['reingest']}\n")
     raise typer.Exit(1)
-
-
-# ---------------------------------------------------------------- more commands
-# Command groups owned by other modules register themselves on `app` when imported.
-for _mod in ("traceq.cli_timer", "traceq.cli_diagnose"):
-    if importlib.util.find_spec(_mod) is not None:
-        importlib.import_module(_mod)
 
 
 def _damaged_store_file(exc: Exception) -> str | None:

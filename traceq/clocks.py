@@ -32,7 +32,7 @@ END_TOLERANCE_NS = 500_000
 
 def refine(con) -> dict[int, int | None]:
     """{rank: refine_ns or None} from the tables coll_kernels and rank_clock on `con`."""
-    from .analysis.summary import run_script
+    from .sql import run_script
 
     return dict(run_script(con, "clock_refine", {"end_tolerance_ns": END_TOLERANCE_NS}).iter_rows())
 
@@ -47,7 +47,7 @@ def refine_run(store_path: Path, rows: list[dict]) -> dict[int, int | None]:
     """The refinement of every rank of one run from its manifest rows (files in place)."""
     import duckdb
 
-    from .analysis.summary import run_script
+    from .sql import run_script
     from .store import table_view
 
     con = duckdb.connect(":memory:")

@@ -34,7 +34,7 @@ GPU_OPS_COLUMNS = [
     ("grid_x", I32), ("grid_y", I32), ("grid_z", I32),
     ("block_x", I32), ("block_y", I32), ("block_z", I32),
     ("registers", I32),      # registers per thread
-    ("category", STR),       # traceq.categories rule table
+    ("category", STR),       # traceq.rules.categories rule table
     ("identity", STR),       # kernel function name without return type, template args, params (traceq.kernels.identity)
     ("library", STR),        # vendor/library of the kernel (cuBLAS, cuDNN, NCCL/RCCL, ATen, Triton, ...; "other")
     # Collective identity, from the args PyTorch writes on NCCL kernels (Kineto; null elsewhere):

@@ -4,16 +4,15 @@ views, and returns a `Finding` that cites it (kernel names, counts, ms, % of GPU
 ms per step). `findings(scope)` runs every rule, drops what is below the floor (< 1 % of
 GPU time AND < 0.1 ms per step) and ranks the rest by estimated time to win per step.
 
-The advice names PyTorch APIs only where the scope shows PyTorch (queries/framework.sql,
+The advice names PyTorch APIs only where the scope shows PyTorch (sql/framework.sql,
 `Evidence.said`); elsewhere the same finding gets the fix in CUDA/HIP runtime calls and
 framework-neutral terms.
 
 Rules that need the stall attribution (memory_management, synchronization, launch
 overhead, data loading, host compute) run only when a `Stalls` result is passed in; the
 kernel-evidence rules (channels_last, zero_grad, fused optimizer, pinned memory) always
-run. `run_findings(scope)` runs both, with the stalls at diagnose's default minimum gap:
-it is what the "Fix first" line of the other analyses shows, so that line names the same
-first finding as `traceq diagnose` (of a one-rank scope) and the report's "Fix first".
+run. The rules take the facts they are given (the scope, its evidence, the stall result):
+advice never imports the analyses; traceq.engine.findings runs them for a run.
 """
 from __future__ import annotations
 
@@ -42,25 +41,6 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
     return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
 
 
-def run_findings(scope, stalls=None) -> list[Finding]:
-    """Every finding of the scope, kernel and stall rules, ranked as `traceq diagnose` ranks
-    them: `stalls` is the scope's Stalls result, computed here (diagnose's default minimum
-    gap, no data pattern) when not given. The findings at those defaults are kept beside the
-    store (traceq.advice.cache) and read from there while the run and the code are unchanged."""
-    from . import cache
-
-    key, fs = cache.load(scope, stalls)
-    if fs is not None:
-        return fs
-    if stalls is None:
-        from ..analysis.stalls import stalls_scoped
-
-        stalls = stalls_scoped(scope)
-    fs = findings(scope, stalls)
-    cache.save(scope, key, fs)
-    return fs
-
-
 def _span_ns(stalls) -> int | None:
     """The GPU span the stall causes' shares are of (idle_pct = 100 · idle_ns / span)."""
     for r in stalls.causes.iter_rows(named=True):
@@ -86,12 +66,4 @@ def fix_first(fs: list[Finding]) -> str | None:
             "— traceq diagnose shows the evidence and the stall causes")
 
 
-def fix_first_line(fs, headline: str | None) -> str | None:
-    """`headline` with the "Fix first" line above it (when there is a finding). `fs`: the
-    findings, or a Scope to compute them of (`run_findings`)."""
-    first = fix_first(fs if isinstance(fs, list) else run_findings(fs))
-    return "\n".join(x for x in (first, headline) if x) or None
-
-
-__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first", "fix_first_line",
-           "run_findings"]
+__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first"]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import polars as pl
+from ..lazy import polars as pl
 
-from .. import queries
-
+from ..sql import install_macros, load as load_sql
 # Nothing is advised below this floor: less than FLOOR_PCT of its time base AND less than
 # FLOOR_MS_PER_STEP per step (either one reached keeps the finding). The time base is the
 # GPU op time for kernel findings and the GPU span for idle-time (stall) findings: idle
@@ -104,8 +103,8 @@ def evidence_parts(scope) -> tuple[dict, pl.DataFrame]:
     """The scope's facts (queries/advice_run.sql: counts and sums) and ops (advice_ops.sql:
     counts and sums per kernel/copy group): both add up over ranks (merge_evidence)."""
     scope.ensure_steps()
-    queries.install_macros(scope.con)
-    return scope.df(queries.load("advice_run")).row(0, named=True), scope.df(queries.load("advice_ops"))
+    install_macros(scope.con)
+    return scope.df(load_sql("advice_run")).row(0, named=True), scope.df(load_sql("advice_ops"))
 
 
 def evidence_for(scope) -> Evidence:
@@ -113,7 +112,7 @@ def evidence_for(scope) -> Evidence:
 
 
 def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:
-    """The Evidence of several ranks from each rank's evidence_parts (traceq.analysis.per_rank):
+    """The Evidence of several ranks from each rank's evidence_parts (traceq.engine.per_rank):
     facts summed, ops re-grouped with their counts, durations and bytes summed."""
     facts = {k: sum(int(f[k] or 0) for f, _ in parts) for k in parts[0][0]}
     ops = pl.concat([o for _, o in parts], how="vertical_relaxed")

@@ -18,7 +18,7 @@ import re
 
 import polars as pl
 
-from .. import queries
+from ..sql import load as load_sql
 from ..errors import TraceqError
 from ..store import Store, fetch_pl, register_pl
 from ..threads import ordered_map
@@ -74,20 +74,20 @@ def natural_key(name: str) -> list:
 
 
 def _trace_rows(st: Store, run: str) -> list[dict]:
-    from ..analysis.scope import open_scope
-    from ..analysis.stalls import data_steps
+    from ..engine.scope import open_scope
+    from ..engine.stall_attribution import data_steps
 
     scope = open_scope(st, run, only_run=True)
     steps = data_steps(scope)
     if steps.height and set(steps["step_source"]) == {"trace"}:
-        nvtx = scope.df(queries.load("run_nvtx_steps"))
+        nvtx = scope.df(load_sql("run_nvtx_steps"))
         if nvtx.height:
             steps = nvtx
     if steps.height == 0:
         return []
     register_pl(scope.con, "xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns"))
     scope.con.execute("CREATE OR REPLACE TEMP TABLE xm_steps AS SELECT * FROM xm_steps_df")
-    df = fetch_pl(scope.con, queries.load("run_metrics"), {"run": run})
+    df = fetch_pl(scope.con, load_sql("run_metrics"), {"run": run})
     return df.with_columns(pl.lit(1, pl.Int64).alias("runs")).to_dicts()
 
 

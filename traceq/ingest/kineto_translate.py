@@ -34,7 +34,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..categories import classify
+from ..rules.categories import classify
 from ..errors import BadInput
 from ..schema import TRUNCATED_WARNING
 from ..threads import ordered_map

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema
-from ..categories import classify
+from ..rules.categories import classify
 from .common import strip_api_suffix_expr
 from .first_by_key import coded, first_by_key, joined
 
@@ -85,7 +85,7 @@ def _dictionary(texts: list, at: pa.Array) -> pa.DictionaryArray:
 
 
 def _classified(names: list, kind: str) -> dict[str, list]:
-    """identity, library and category (traceq.categories) of each name of one kind."""
+    """identity, library and category (traceq.rules.categories) of each name of one kind."""
     got = classify(pl.Series(names, dtype=pl.String), pl.Series([kind] * len(names), dtype=pl.String))
     return {c: got[c].to_list() for c in ("identity", "library", "category")}
 

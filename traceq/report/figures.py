@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-# A stable colour per category (traceq.categories) and per host span source.
+# A stable colour per category (traceq.rules.categories) and per host span source.
 _COLORS = {
     "gemm": "#1f77b4", "conv": "#17becf", "attention": "#9467bd", "normalization": "#bcbd22",
     "elementwise": "#2ca02c", "reduce": "#8c564b", "optimizer": "#e377c2", "communication": "#ff7f0e",

@@ -1,5 +1,5 @@
 """The report's cross-rank view: every rank's collective kernels on the common clock, one
-row per rank, so arrival skew and the straggler are visible (traceq.analysis.ranks)."""
+row per rank, so arrival skew and the straggler are visible (traceq.analyses.ranks)."""
 from __future__ import annotations
 
 import polars as pl

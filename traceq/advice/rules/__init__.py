@@ -2,17 +2,18 @@
 rules also take the `Stalls` result. Each returns a Finding or None."""
 from __future__ import annotations
 
-from .allocator import MEM_CALLS, allocator_churn
+from ...rules.host_api import MEMORY_CALLS, SYNC_CALLS
+from .allocator import allocator_churn
 from .channels_last import channels_last
 from .data_loading import data_loading
 from .fused_optimizer import fused_optimizer
 from .host_compute import host_compute
 from .launch import launch_overhead
 from .pinned_memory import pinned_memory
-from .sync import SYNC_CALLS, synchronization
+from .sync import synchronization
 from .zero_grad import zero_grad
 
 KERNEL_RULES = (channels_last, zero_grad, fused_optimizer, pinned_memory)
 STALL_RULES = (allocator_churn, synchronization, launch_overhead, data_loading, host_compute)
-# the host calls (SQL conditions of _stall.host_calls) the stall rules cite
-HOST_CALLS = (MEM_CALLS, SYNC_CALLS)
+# the host calls (SQL conditions of stall_facts.host_calls) the stall rules cite
+HOST_CALLS = (MEMORY_CALLS, SYNC_CALLS)

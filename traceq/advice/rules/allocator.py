@@ -10,14 +10,11 @@ Estimated gain: that idle time per step.
 """
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
 
 from ..base import Evidence, Finding
-from ._stall import calls_text, cause_row, host_calls, idle_text
-
-MEM_CALLS = ("h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|"
-             "cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|"
-             "hipHostMalloc|hipHostFree|hipExtMallocWithFlags)')")
+from ...rules.host_api import MEMORY_CALLS
+from .stall_facts import calls_text, cause_row, host_calls, idle_text
 
 
 MIN_FREES = 2   # memory given back at least twice: a pattern, not a one-off
@@ -27,7 +24,7 @@ def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
     row = cause_row(stalls, "memory_management")
     if row is None or not row["idle_ns"]:
         return None
-    calls = host_calls(scope, MEM_CALLS, stalls)
+    calls = host_calls(scope, MEMORY_CALLS, stalls)
     frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
     if frees < MIN_FREES:
         return None

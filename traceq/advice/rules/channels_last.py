@@ -13,7 +13,7 @@ Estimated gain: the conversion kernels' GPU time per step (channels_last removes
 """
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, kernel_finding, ms
 

@@ -8,9 +8,9 @@ Estimated gain: the data-loading idle time per step (CPU-only: the data wait per
 """
 from __future__ import annotations
 
-from ...analysis.stalls import DATA_WAIT_ADVICE_PCT, NEUTRAL_DATA_ADVICE
+from ..stall_advice import DATA_WAIT_ADVICE_PCT, NEUTRAL_DATA_ADVICE
 from ..base import Evidence, Finding
-from ._stall import cause_row, idle_text
+from .stall_facts import cause_row, idle_text
 
 
 def data_loading(scope, ev: Evidence, stalls) -> Finding | None:

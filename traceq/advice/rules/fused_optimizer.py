@@ -10,7 +10,7 @@ them with a few kernels doing the same arithmetic, mostly removing launch and ta
 """
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, kernel_finding
 

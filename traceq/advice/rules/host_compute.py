@@ -10,7 +10,7 @@ Estimated gain: that idle time per step.
 from __future__ import annotations
 
 from ..base import Evidence, Finding
-from ._stall import idle_text, late_row, queued_text
+from .stall_facts import idle_text, late_row, queued_text
 
 
 def host_compute(scope, ev: Evidence, stalls) -> Finding | None:

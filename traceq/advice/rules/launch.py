@@ -13,7 +13,7 @@ Estimated gain: the launch_overhead idle time per step.
 from __future__ import annotations
 
 from ..base import Evidence, Finding
-from ._stall import idle_text, late_row, queued_text
+from .stall_facts import idle_text, late_row, queued_text
 
 SHORT_KERNELS_PCT = 30.0
 

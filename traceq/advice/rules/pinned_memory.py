@@ -9,7 +9,7 @@ at full bandwidth and asynchronously, so they can overlap compute).
 """
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, kernel_finding
 

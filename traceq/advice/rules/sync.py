@@ -9,12 +9,8 @@ Estimated gain: that idle time per step.
 from __future__ import annotations
 
 from ..base import Evidence, Finding
-from ._stall import calls_text, cause_row, host_calls
-
-SYNC_CALLS = ("(h.kind = 'sync_api' AND contains(h.name, 'Synchronize')) "
-              "OR (h.kind = 'cpu_op' AND h.name IN ('aten::item', 'aten::_local_scalar_dense')) "
-              "OR (h.kind IN ('runtime', 'driver') AND regexp_matches(h.name, '^(cuda|cu|hip)Memcpy') "
-              "AND NOT contains(h.name, 'Async'))")
+from ...rules.host_api import SYNC_CALLS
+from .stall_facts import calls_text, cause_row, host_calls
 
 
 def synchronization(scope, ev: Evidence, stalls) -> Finding | None:

@@ -10,7 +10,7 @@ Estimated gain: those fills' GPU time per step.
 """
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, kernel_finding
 

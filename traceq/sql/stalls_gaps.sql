@@ -32,8 +32,9 @@
 -- takes the lowest level covering it. The eight parts add up to the gap exactly.
 --
 -- Parameters: $run (text), $min_gap_ns (integer). Requires scope_window, scope_links
--- (launch_links.sql), st_busy (stalls_busy.sql), st_data (stalls_data.sql) and the macros
--- of intervals.sql.
+-- (launch_links.sql), st_busy (stalls_busy.sql), st_data (stalls_data.sql), the macros
+-- of intervals.sql and the host-API classes host_is_communication / host_is_sync /
+-- host_is_blocking_copy / host_is_memory (traceq/rules/host_api.py: levels 2 to 5 above).
 --
 -- Output columns (one row per gap):
 --   rank, device     where
@@ -97,15 +98,11 @@ WITH gaps AS (
     SELECT * FROM (
         SELECT h.key, h.start_ns, h.end_ns,
                coalesce(h.level, CASE
-                 WHEN h.kind IN ('cpu_op', 'python', 'other')
-                      AND regexp_matches(h.name, '(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all') THEN 2
-                 WHEN h.kind = 'sync_api' AND contains(h.name, 'Synchronize') THEN 3
-                 WHEN h.kind = 'cpu_op' AND h.name IN ('aten::item', 'aten::_local_scalar_dense') THEN 3
-                 WHEN h.kind IN ('runtime', 'driver')
-                      AND regexp_matches(h.name, '^(cuda|cu|hip)Memcpy') AND NOT contains(h.name, 'Async') THEN 4
+                 WHEN host_is_communication(h.kind, h.name) THEN 2
+                 WHEN host_is_sync(h.kind, h.name) THEN 3
+                 WHEN host_is_blocking_copy(h.kind, h.name) THEN 4
                  WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
-                 WHEN h.kind IN ('runtime', 'driver')
-                      AND regexp_matches(h.name, '^(cudaMalloc|cudaFree|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cuMemAlloc|cuMemFree|cuMemCreate|cuMemMap|cuMemUnmap|cuMemRelease|cuMemHostAlloc|hipMalloc|hipFree|hipHostMalloc|hipHostFree|hipExtMallocWithFlags|hipHostRegister|hipHostUnregister)') THEN 5
+                 WHEN host_is_memory(h.kind, h.name) THEN 5
                  WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL THEN 6
                  WHEN h.kind IN ('cpu_op', 'python')
                       AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7

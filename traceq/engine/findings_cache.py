@@ -1,7 +1,7 @@
 """The findings of a run's scope, kept beside the store so that the "Fix first" line of every
 analysis after the first one reads a small file instead of computing the stall attribution
-again (`traceq.advice.run_findings`), and so does `traceq diagnose` at its defaults, which
-keeps its verdict with them (`traceq.analysis.diagnose`).
+again (`traceq.engine.findings.run_findings`), and so does `traceq diagnose` at its defaults,
+which keeps its verdict with them (traceq/analyses/diagnose.py).
 
 Where: `<store>/.cache/findings/<scope id>.json`, one file per run and scope (rank, --steps,
 --step-pattern, --skip-first), holding `{"key": ..., "findings": [...]}` and, once diagnose
@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from .base import Finding
+from ..advice.base import Finding
 
 CACHE_DIR = ".cache/findings"
 _FIELDS = {f.name for f in fields(Finding)}
@@ -69,7 +69,7 @@ def _key(scope) -> str:
 def _kept_at(min_gap_us: float, data_pattern: str | None = None) -> bool:
     """Whether findings of stalls with this minimum gap and data pattern are the ones kept:
     diagnose's defaults (minimum gap 50 µs, no data pattern)."""
-    from ..analysis.stalls import DEFAULT_MIN_GAP_US
+    from .stall_attribution import DEFAULT_MIN_GAP_US
 
     return min_gap_us == DEFAULT_MIN_GAP_US and data_pattern is None
 

@@ -1,5 +1,5 @@
 """The CLI command of every registered analysis, derived from its declaration
-(traceq/analyses.py): options, metavars, --help text and output handling are the same for all.
+(traceq/analyses): options, metavars, --help text and output handling are the same for all.
 
 Common options: --store DIR, --run NAME, --rank N, --steps A:B (analyses of two runs take
 them as positional RUN_A RUN_B instead of --run), -f/--format table|json|csv (always the output
@@ -14,51 +14,31 @@ from typing import Annotated, Optional
 
 import typer
 
-from .registry import Analysis, Param
-
-STORE_HELP = "Store folder (default ./.traceq or $TRACEQ_STORE)."
-FORMAT_HELP = "Output format: table, json (one document: headline, units, labels, rows) or csv."
+from .analyses.spec import Analysis, Param
+from .cli_options import (AnalysisFormatOpt, OutputOpt, RankOpt, RunOpt, SkipFirstOpt, StepPatternOpt, StepsOpt,
+                          StoreOpt, WideOpt)
 
 
 def _common(spec: Analysis) -> list[tuple[str, object, object]]:
     """(name, annotation, default) of the options every analysis takes."""
-    opt = typer.Option
+    empty = inspect.Parameter.empty
     out: list[tuple[str, object, object]] = []
     if spec.runs == 2:
-        out += [("run_a", Annotated[str, typer.Argument(help="Baseline run (A).", metavar="RUN_A", show_default=False)], inspect.Parameter.empty),
-                ("run_b", Annotated[str, typer.Argument(help="Run compared with it (B).", metavar="RUN_B", show_default=False)], inspect.Parameter.empty)]
-    out.append(("store", Annotated[Optional[str], opt("--store", help=STORE_HELP, metavar="DIR", show_default=False)], None))
+        out += [("run_a", Annotated[str, typer.Argument(help="Baseline run (A).", metavar="RUN_A", show_default=False)], empty),
+                ("run_b", Annotated[str, typer.Argument(help="Run compared with it (B).", metavar="RUN_B", show_default=False)], empty)]
+    out.append(("store", StoreOpt, None))
     if spec.scope == "store":
         return out
     if spec.runs == 1:
-        out.append(("run", Annotated[Optional[str], opt("--run", help="Run to analyse (default: the most recently ingested).",
-                                                        metavar="NAME", show_default=False)], None))
+        out.append(("run", RunOpt, None))
     if spec.scope == "run":
         return out
-    out += [
-        ("rank", Annotated[Optional[int], opt("--rank", help="One rank (default: every rank of the run).", metavar="N",
-                                               show_default=False)], None),
-        ("steps", Annotated[Optional[str], opt("--steps", help="Steps A to B, both included, by the step numbers the "
-                                                "tables show (ProfilerStep#N, else 0-based), e.g. 5:10, 7, 5:.",
-                                                metavar="A:B", show_default=False)], None),
-        ("step_pattern", Annotated[Optional[str], opt("--step-pattern", help="Steps are the regions (NVTX ranges, "
-                                                      "annotations) whose name matches REGEX; numbered by the last "
-                                                      "number in their names.", metavar="REGEX", show_default=False)], None),
-        ("skip_first", Annotated[int, opt("--skip-first", help="Leave out the first N steps of each rank (warm-up).",
-                                          metavar="N")], 0),
-    ]
-    return out
+    return out + [("rank", RankOpt, None), ("steps", StepsOpt, None), ("step_pattern", StepPatternOpt, None),
+                  ("skip_first", SkipFirstOpt, 0)]
 
 
 def _tail() -> list[tuple[str, object, object]]:
-    opt = typer.Option
-    return [
-        ("fmt", Annotated[str, opt("--format", "-f", help=FORMAT_HELP, metavar="table|json|csv")], "table"),
-        ("output", Annotated[Optional[str], opt("--output", "-o", help="Write the output to FILE instead of stdout.",
-                                                metavar="FILE", show_default=False)], None),
-        ("wide", Annotated[bool, opt("--wide", help="Show every column even when the terminal is too narrow "
-                                                    "(by default whole low-priority columns are left out and named).")], False),
-    ]
+    return [("fmt", AnalysisFormatOpt, "table"), ("output", OutputOpt, None), ("wide", WideOpt, False)]
 
 
 def _param(p: Param) -> tuple[str, object, object]:
@@ -89,7 +69,7 @@ def make_command(spec: Analysis):
 
 
 def register_all(app: typer.Typer) -> None:
-    from .analyses import REGISTRY
+    from .analyses.registry import REGISTRY
 
     for spec in REGISTRY.values():
         app.command(name=spec.name, help=spec.doc())(make_command(spec))
@@ -97,7 +77,7 @@ def register_all(app: typer.Typer) -> None:
 
 def run_command(spec: Analysis, kw: dict) -> None:
     from .errors import TraceqError
-    from .registry import compute
+    from .analyses.registry import compute
 
     fmt, output, wide = kw.pop("fmt"), kw.pop("output"), kw.pop("wide")
     if fmt not in ("table", "json", "csv"):
@@ -118,9 +98,7 @@ def run_command(spec: Analysis, kw: dict) -> None:
     else:
         write(result, fmt, sys.stdout, wide)
     if spec.after:
-        from .registry import resolve
-
-        code = resolve(spec.after)(result)
+        code = spec.after(result)
         if code:
             raise typer.Exit(code)
 
@@ -143,7 +121,7 @@ def write(result, fmt: str, out, wide: bool = False) -> None:
                 out.write(("\n" if i else "") + f"# {name}\n")
             out.write(df.write_csv())
         return
-    from .registry import blocks
+    from .analyses.registry import blocks
     from .render import console, emit, print_text
 
     for b in blocks(result):

@@ -3,12 +3,12 @@ evidence-gated findings (traceq/advice) ranked by estimated time to win per step
 
 The verdict compares shares of the GPU span (Σ per device of first op start → last op
 end): `gpu` (busy: not in an idle gap >= --min-gap-us) and the stall causes of the idle
-gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
+gaps (sql/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
 (synchronization + blocking_copy), `memory_management`, `launch` (launch_overhead), `host`
 (host_compute) and `unattributed`. Only what the host was seen doing while the GPU waited
 for it counts against the host: `host` and `launch` take their gap time only from gaps the
 host was late for (the op ending the gap was not yet launched when the gap began: HTA's
-host_wait, REFERENCE A1.4). Idle time with no recorded host activity, and host
+host_wait). Idle time with no recorded host activity, and host
 compute/launch time in gaps whose next op was already queued (the GPU waited on something
 the trace does not show, not on the host), are `unattributed`: never host-bound.
 The bound is `gpu` when the GPU is busy for at least half of the span, else the largest
@@ -19,14 +19,16 @@ named in the evidence of every verdict.
 """
 from __future__ import annotations
 
-import json
-
-import polars as pl
-
-from ..advice import cache, evidence_for, findings
-from ..schema import TRUNCATED_WARNING
-from .scope import Scope, open_scope
-from .stalls import DATA_WAIT_ADVICE_PCT, DEFAULT_MIN_GAP_US, stalls_scoped
+from ..advice import evidence_for, findings
+from ..advice.base import floor_words
+from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT
+from ..engine import findings_cache
+from ..engine.per_rank import map_ranks, mapped
+from ..engine.scope import Scope, open_scope
+from ..engine.stall_attribution import DEFAULT_MIN_GAP_US, stalls_scoped
+from ..engine.truncation import cut_words, truncation
+from ..lazy import polars as pl
+from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result
 
 BOUND_OF_CAUSE = {
     "data_loading": "data", "communication": "communication", "synchronization": "sync", "blocking_copy": "sync",
@@ -37,13 +39,16 @@ BOUND_OF_CAUSE = {
 HOST_LATE = {"launch_overhead": "launch_ns", "host_compute": "host_ns"}
 BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communication", "unattributed")
 
-FINDING = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
-                     "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
-SCHEMA = {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
-          "evidence": pl.String, "findings": pl.List(FINDING),
-          # the rank has steps (advice.base.Evidence.stepped): gains are per step, else the whole
-          # trace's. For the table's wording; not in the JSON, whose shape is an interface
-          "stepped": pl.Boolean}
+
+
+def schema() -> dict:
+    """One row per rank. `stepped`: the rank has steps (advice.base.Evidence.stepped), so gains
+    are per step, else the whole trace's; for the table's wording, not in the JSON, whose shape
+    is an interface."""
+    finding = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
+                         "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
+    return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
+            "evidence": pl.String, "findings": pl.List(finding), "stepped": pl.Boolean}
 
 
 def _launch_words(st) -> str:
@@ -69,36 +74,9 @@ def _queue_words(st, span_ns: float) -> str:
             "show, not on the host" + (f" (counted as unattributed, not host: {', '.join(moved)})" if moved else ""))
 
 
-def truncation(scope: Scope) -> str | None:
-    """The ingest's truncation warning of the scope's ranks (runs.warnings, schema.TRUNCATED_WARNING),
-    e.g. "rank 0: file is truncated or malformed after 15,000 complete events", or None."""
-    rows = scope.df("SELECT m.rank, m.warnings FROM runs m JOIN scope_window w ON w.rank = m.rank "
-                    "WHERE m.run = $run ORDER BY m.rank")
-    cut = []
-    for r in rows.iter_rows(named=True):
-        for w in json.loads(r["warnings"] or "[]"):
-            if w.startswith(TRUNCATED_WARNING):
-                cut.append((r["rank"], w.split(";")[0]))
-    if not cut:
-        return None
-    return "; ".join(w if rows.height == 1 else f"rank {rank}: {w}" for rank, w in cut)
-
-
-def _cut_words(cut: str) -> str:
-    """A scope without GPU ops whose trace file was cut (`truncation`), in words."""
-    return f"the trace file was truncated ({cut}): its GPU events may be missing"
-
-
-def no_gpu_reason(scope: Scope) -> str:
-    """Why a scope has no GPU ops, in words for a headline: the ingest's truncation warning
-    when it found the file cut (`truncation`), else the guess of a CPU-only trace."""
-    cut = truncation(scope)
-    return _cut_words(cut) if cut else "CPU-only trace?"
-
-
 def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
     what = ("no GPU ops in scope (CPU-only trace)" if truncated is None else
-            f"no GPU ops in scope, but {_cut_words(truncated)} "
+            f"no GPU ops in scope, but {cut_words(truncated)} "
             "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
     pct = st.data_wait_pct()
     if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
@@ -157,8 +135,8 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
     """bound, bound_share_pct, evidence, findings and stepped of a one-rank scope. At the
     default minimum gap they are kept beside the store with the scope's findings (the
     `run_findings` of the other analyses' "Fix first" line: the same findings) and read
-    from there while the run and the code are unchanged (traceq.advice.cache)."""
-    key, kept = cache.load_verdict(one, min_gap_us)
+    from there while the run and the code are unchanged (traceq.engine.findings_cache)."""
+    key, kept = findings_cache.load_verdict(one, min_gap_us)
     if kept is not None:
         verdict_row, fs = kept
     else:
@@ -167,7 +145,7 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         facts = evidence_for(one)
         fs = findings(one, st, facts)
         verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev, "stepped": facts.stepped}
-        cache.save(one, key, fs, verdict_row)
+        findings_cache.save(one, key, fs, verdict_row)
     return {**verdict_row, "findings": [f.as_dict() for f in fs]}
 
 
@@ -175,27 +153,109 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
     """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence, the
     findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}) and
     stepped (the rank has steps).
-    A run of several ranks on an executor: one task per rank (traceq.analysis.per_rank)."""
-    from . import per_rank
-
-    if per_rank.mapped(scope):
-        return per_rank.diagnose(scope, min_gap_us)
+    A run of several ranks on an executor: one task per rank (traceq.engine.per_rank)."""
+    if mapped(scope):
+        outs = map_ranks(scope, rank_part, min_gap_us=min_gap_us)
+        return pl.DataFrame([o["row"] for o in outs], schema=schema())
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
     rows = []
     for r in ranks:
         one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
                                                        scope.step_pattern, scope.skip_first)
         rows.append({"run": scope.run, "rank": r, **_diagnosed(one, min_gap_us)})
-    return pl.DataFrame(rows, schema=SCHEMA)
-
-
-def diagnose(store=None, run: str | None = None, rank: int | None = None, steps: str | None = None,
-             min_gap_us: float = DEFAULT_MIN_GAP_US, *, step_pattern: str | None = None,
-             skip_first: int = 0) -> pl.DataFrame:
-    """Verdict and ranked findings per rank of a run (see the module docstring); JSON of
-    `traceq diagnose --format json` is {"runs": diagnose(...).drop("stepped").to_dicts()}."""
-    return diagnose_scoped(open_scope(store, run, rank, steps, step_pattern, skip_first), min_gap_us)
+    return pl.DataFrame(rows, schema=schema())
 
 
 def headline(row: dict) -> str:
     return f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])} — {row['evidence']}"
+
+
+def rank_part(scope: Scope, min_gap_us: float) -> dict:
+    """One rank's verdict and findings (a task of the per-rank map)."""
+    return {"row": diagnose_scoped(scope, min_gap_us).row(0, named=True)}
+
+
+# ---------------------------------------------------------------- the command
+def compute(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> Out:
+    return Out(diagnose_scoped(scope, min_gap_us))
+
+
+def to_json(res: Result) -> dict:
+    return {"runs": res.df.drop("stepped").to_dicts()}
+
+
+def csv_tables(res: Result) -> list:
+    """One row per finding, the rank's verdict repeated."""
+    flat = (res.df.drop("stepped").rename({"evidence": "bound_evidence"}).explode("findings")
+            .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
+    return [(None, flat)]
+
+
+def view(res: Result) -> list[Block]:
+    """Per rank: the verdict line, then its findings (gain, GPU or idle time) with each one's
+    evidence and advice under the table."""
+    df, out = res.df, []
+    for row in df.iter_rows(named=True):
+        fs = pl.DataFrame(row["findings"], schema=df.schema["findings"].inner.to_schema())
+        # a rank without steps counts as one step, the whole trace: its gain is no per-step
+        # figure, and the per-step floor does not apply to it
+        per_step = row["stepped"]
+        if fs.height == 0:
+            out.append(Block(lines=[headline(row), f"no findings above the floor ({floor_words(per_step)})\n"]))
+            continue
+        gain = "gain (ms/step)" if per_step else "gain (ms in all, no steps)"
+        shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias(gain),
+                          pl.col("gpu_ms").alias("GPU/idle (ms)"))
+        notes = [f"{i}. {f['id']}: {f['evidence']}\n   advice: {f['advice']}"
+                 for i, f in enumerate(fs.iter_rows(named=True), 1)]
+        out.append(Block(shown, headline(row), notes=notes))
+    return out
+
+
+# ---------------------------------------------------------------- the report
+def report_section(ctx) -> list:
+    """"Fix first": the run's verdict (all ranks pooled) and its findings ranked by estimated
+    gain per step, placed first in the run's part; from the stalls its section computed."""
+    from ..report.parts import Section
+
+    st = ctx.results.get("stalls")
+    if st is None:
+        return []
+    sec = Section("fix", "Fix first", lead=True,
+                  intro="What bounds this run (largest share of the GPU span: GPU busy, or the stall cause of the "
+                        "idle gaps) and the findings whose evidence is in the trace, largest estimated gain per step "
+                        "first (traceq diagnose, per rank).")
+    with ctx.guard(sec, "diagnose"):
+        bound, share, evidence = verdict(st, truncation(ctx.scope))
+        sec.headline = f"{bound_words(bound, share)} — {evidence}"
+        ev = evidence_for(ctx.scope)
+        fs = findings(ctx.scope, st, ev)
+        sec.advice = [f"{f.id} — up to {f.gain()}: {f.advice}. Evidence: {f.evidence}" for f in fs]
+        if not fs:
+            sec.notes.append(f"No finding above the floor ({floor_words(ev.stepped)}).")
+    return [sec]
+
+
+ANALYSIS = Analysis(
+    name="diagnose",
+    help="What bounds the run and what to fix first: one verdict per rank (gpu, data, host, launch, sync, "
+         "memory_management or communication bound, with its share of the GPU span and the evidence), then "
+         "findings ranked by estimated time to win per step, each citing its evidence (kernel names, counts, "
+         "ms, % of GPU time, ms per step) and its advice. A run of several ranks is diagnosed one rank per "
+         "task on the executor.\n\n"
+         "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", "
+         "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}]}]}; "
+         "CSV: one row per finding, the rank's verdict repeated.",
+    examples=("traceq diagnose --format json",),
+    compute=compute,
+    params=(Param("min_gap_us", float, DEFAULT_MIN_GAP_US, "Smallest GPU idle gap to count, µs.", "US"),
+            *EXECUTOR_PARAMS),
+    per_rank=True,
+    view=view,
+    json=to_json,
+    csv=csv_tables,
+    report="Fix first",
+    report_section=report_section,
+    order=55,
+    report_order=90,   # after the stalls section it reads; placed first (Section.lead)
+)

@@ -17,20 +17,24 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import polars as pl
-import pyarrow as pa
 
-from ..clocks import END_TOLERANCE_NS
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
+from ..engine.scope import Scope
+from ..lazy import polars as pl
+from ..lazy import pyarrow as pa
+from ..sql import run_script
 from ..store import Store
-from .scope import Scope
-from .summary import run_script
+from .spec import EXECUTOR_PARAMS, TABLE_ROWS, Analysis, Block, Out, Param
 
 RANKS_COLUMNS = ("rank", "steps", "step_ms", "exposed_comm_ms", "late_arrival_ms", "clock_offset_ns")
 COLLECTIVE_COLUMNS = ("name", "instances", "mean_skew_ms", "max_skew_ms", "last_rank_mode", "busbw_gbps")
 
-_KERNELS = {"rank": pl.Int32, "grp": pl.String, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
+
+
+def kernels_schema() -> dict:
+    """Columns and types of the collective kernels each rank's task returns."""
+    return {"rank": pl.Int32, "grp": pl.String, "stream": pl.Int64, "coll": pl.String, "k": pl.Int64,
             "start_ns": pl.Int64, "end_ns": pl.Int64, "bytes": pl.Int64}
 
 
@@ -70,7 +74,7 @@ def rank_facts(store_path: str, run: str, rank: int) -> dict:
     con.close()
     return {"rank": rank, "steps": steps["steps"], "step_ns": steps["step_ns"],
             "exposed_ns": int(ov["exposed_ns"][0]) if ov.height else 0,
-            "kernels": (kernels.cast(_KERNELS) if kernels.height else pl.DataFrame(schema=_KERNELS)).to_arrow()}
+            "kernels": (kernels.cast(kernels_schema()) if kernels.height else pl.DataFrame(schema=kernels_schema())).to_arrow()}
 
 
 # ------------------------------------------------------------------ reduce
@@ -115,6 +119,8 @@ def ranks(store: Store | str | None = None, run: str | None = None,
         "steps": pa.array([f["steps"] for f in facts], pa.int64()),
         "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
         "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
+    from ..clocks import END_TOLERANCE_NS   # clocks loads pyarrow
+
     run_script(con, "collectives", {"end_tolerance_ns": END_TOLERANCE_NS})
     clock.lap("clocks_and_matching")
     by_rank = run_script(con, "ranks")
@@ -244,13 +250,11 @@ def to_json_text(res: RanksResult) -> str:
     return json.dumps(res.to_json(), indent=2)
 
 
-
-# ------------------------------------------------------------------ registry hooks (traceq/analyses.py)
-def ranks_out(store, run=None, instances: bool = False, executor: str | None = None, scheduler: str | None = None,
+# ---------------------------------------------------------------- the command
+def compute(store, run=None, instances: bool = False, executor: str | None = None, scheduler: str | None = None,
               scheduler_file: str | None = None, jobs: int | None = None):
     """`traceq ranks`: the rank table (or every matched instance), collectives as a second table."""
     from ..executor import resolve
-    from ..registry import Out
 
     res = ranks(store, run, resolve(executor, scheduler, scheduler_file, jobs))
     if instances:
@@ -258,21 +262,68 @@ def ranks_out(store, run=None, instances: bool = False, executor: str | None = N
     return Out(res.ranks, headline(res), tables={"collectives": res.collectives}, value=res)
 
 
-def ranks_view(result) -> list:
-    from ..registry import TABLE_ROWS, Block
-
+def view(result) -> list:
     if result.params.get("instances"):     # a row per collective instance: grows with the trace
         return [Block(result.df, result.headline, max_rows=TABLE_ROWS)]
     return [Block(result.df.drop("raw_offset_ns"), result.headline, title="ranks"),
             Block(result.tables["collectives"], title="collectives")]
 
 
-def ranks_json(result):
-    """The fixed document of issue 10 (RanksResult.to_json), or the instance rows with --instances."""
+def to_json(result):
+    """The document RanksResult.to_json writes, or the instance rows with --instances."""
     if result.params.get("instances"):
         return result.df.to_dicts()
     return result.value.to_json()
 
 
-def ranks_csv(result) -> list:
+def csv_tables(result) -> list:
     return [(None, result.df)]
+
+
+# ---------------------------------------------------------------- the report
+def report_section(ctx) -> list:
+    """A run of several ranks: every rank's collective kernels on one clock, the rank table
+    and the collectives by type."""
+    from ..report.html import table
+    from ..report.parts import Section, add, add_table
+    from ..report.ranks_view import ranks_timeline
+
+    if ctx.manifest.height <= 1:
+        return []
+    sec = Section("ranks", "Across ranks: collectives, skew and stragglers",
+                  intro="Every rank's collective kernels on one clock (trace base times, refined by aligning the "
+                        "ends of matched collectives), one row per rank: a rank whose bars start late is the one "
+                        "the others wait for. Per rank: lateness and waiting; per collective type: arrival skew "
+                        "and bus bandwidth (traceq ranks).")
+    with ctx.guard(sec, "ranks"):
+        rr = ranks(ctx.store, ctx.run)
+        sec.headline = headline(rr)
+        add(sec, ranks_timeline(rr.arrivals, rr.straggler["rank"]), "ranks")
+        add_table(sec, table(rr.ranks.drop("raw_offset_ns"), caption="Per rank"), "ranks-table")
+        add_table(sec, table(rr.collectives, caption="Per collective type"), "collectives")
+    return [sec]
+
+
+ANALYSIS = Analysis(
+    name="ranks",
+    help="Across the ranks of a run: one clock, matched collectives, arrival skew, the straggler.\n\n"
+         "Per rank: steps, mean step time, exposed communication, mean arrival lateness at collectives (its "
+         "start − the first rank's start) and the clock offset that puts it on the common clock (trace base "
+         "time, refined by aligning the ends of matched collectives). Per collective type: instances, mean/max "
+         "arrival skew, the rank most often last, bus bandwidth (NCCL-tests formulas; when message sizes are "
+         "known). The straggler is named with its evidence.\n\n"
+         "JSON is one object {\"ranks\": [...], \"collectives\": [...], \"straggler\": {\"rank\", \"evidence\"}} "
+         "(with --instances: the list of instances); CSV prints the rank table (or the instances).",
+    examples=("traceq ranks --format json",),
+    compute=compute,
+    params=(Param("instances", bool, False, "One row per matched collective instance (skew, last rank, bus "
+                  "bandwidth) instead of the rank view."),
+            *EXECUTOR_PARAMS),
+    view=view,
+    json=to_json,
+    csv=csv_tables,
+    scope="run",
+    report="Across ranks: collectives, skew and stragglers",
+    report_section=report_section,
+    order=70,
+)

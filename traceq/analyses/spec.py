@@ -1,52 +1,16 @@
-"""One declared description per analysis, from which the CLI command, its `--help`, the
-Python API method, the JSON shape and the terminal table are all derived.
+"""What an analysis declares, and what it returns.
 
-Adding an analysis
-------------------
-1. Write its SQL in `traceq/queries/<name>.sql` (header comment: definition, parameters,
-   output columns with units) and a Python function that runs it on a `Scope`
-   (`traceq/analysis/<name>.py`), returning a polars DataFrame, or an `Out` when it has a
-   headline, notes or more than one table.
-2. Declare it in `traceq/analyses.py` (this module's `Analysis`; nothing heavy is imported
-   there, so `traceq --help` stays fast)::
+Every analysis module of traceq/analyses ends with one `ANALYSIS = Analysis(...)`: its name (the
+CLI command and Python API method), help text, parameters (`Param`), output columns
+(`Column`, with units), sort order, and the functions that compute and show it. The registry
+(traceq/analyses/registry.py) collects them; the CLI, the Python API, the JSON/CSV documents,
+the terminal tables and the HTML report's sections are derived from them (see
+docs/architecture.md, "How to add an analysis").
 
-       Analysis(
-           name="hotspots",                                   # CLI command, API method, JSON "analysis"
-           help="Kernel hotspots: time per kernel name ...",  # first line = the one-line help
-           examples=("traceq hotspots --top 10",),
-           compute="traceq.views:hotspots",                   # (scope, **params) -> DataFrame | Out
-           params=(Param("top", int, 20, "Show the N longest (0 = all).", "N", flags=("-n",)),),
-           columns=(Column("total_ns", "summed duration", "ns"), ...),   # units + meaning (help, JSON)
-           headline="traceq.analysis.hotspots:headline",      # (df, scope) -> str, when compute gives a frame
-           sort=("total_ns desc",), drop_first=("stddev_ns", "min_ns", "max_ns"),
-           report="Kernel hotspots",                          # title of its section in `traceq report`
-                                                              # (traceq/report/sections.py; named in --help)
-       )
-
-   That is all: `traceq hotspots --help`, `traceq.open_store().hotspots(top=5)`, the JSON
-   document `{"analysis", "run", "rank", "steps", "labels", "headline", "units", "rows"}` and the
-   terminal table (numbers never cut: `drop_first` columns go first on a narrow terminal, named
-   in a footnote; `--wide` keeps all) follow from the declaration.
-3. Optional hooks, all "module:function" strings resolved lazily: `view` (Out -> terminal
-   `Block`s, for several tables or reshaped rows), `json` (Result -> a custom JSON document,
-   for analyses whose issue fixes the shape), `runs=2` (two positional runs, e.g. `diff`),
-   `scope="run"` for an analysis of a whole run that takes no --rank/--steps (e.g. `ranks`: its
-   `compute` is called as (store, run, **params) and returns an `Out` whose `value.run` names the run),
-   `scope="store"` for one over many runs of the store (no --run; `compute(store, **params)`, e.g.
-   `compare`, `model`, `check`), `per_rank=True` for an analysis that runs per rank on the executor
-   for a run of several ranks (add `*EXECUTOR_PARAMS` to its params; its `compute` gets a scope for
-   which `traceq.analysis.per_rank.mapped(scope)` is true and maps over the ranks there),
-   `after` ((Result) -> exit status, called by the CLI once the output is written: warnings on
-   stderr, `check`'s exit 1 on a failed gate).
-
-Every parameter is declared once (`Param`): name (the Python keyword; the CLI option is
-`--name-with-dashes`), type, default, help, metavar, short flags, choices (checked with a
-one-line error), `argument=True` for a positional argument, `multiple=True` for a repeatable
-option (or a variadic argument; the value is a list), `required=True` for an option without default.
+Nothing heavy is imported here: `traceq --help` imports every declaration.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -99,6 +63,8 @@ def unit_of(column: str) -> str | None:
 # Tables with a row per step, gap or instance grow with the trace: the terminal shows the
 # first TABLE_ROWS of them (Block.max_rows) and says so; JSON and CSV hold every row.
 TABLE_ROWS = 200
+# what a cut table of one row per step says after its count (Block.more)
+STEPS_HINT = ", --steps A:B picks steps"
 
 
 @dataclass
@@ -130,24 +96,40 @@ class Out:
 
 @dataclass(frozen=True)
 class Analysis:
+    """One analysis, declared in its module (traceq/analyses/<name>.py) as `ANALYSIS`.
+
+    compute   (scope, **params) -> DataFrame | Out; with scope="run" (store, run, **params),
+              with scope="store" (store, **params), with runs=2 (scope_a, scope_b, **params)
+    view      (Result) -> [Block]: the terminal tables, when one table with its headline is not it
+    json      (Result) -> object: the JSON document, when its shape is fixed by an interface
+    csv       (Result) -> [(name | None, DataFrame)]: the CSV tables, likewise
+    headline  (df, scope) -> str, when `compute` returns a bare DataFrame
+    after     (Result) -> exit status, called by the CLI once the output is written
+    report    the title of its section in `traceq report` (named in --help)
+    report_section  (RunReport) -> [Section]: that section of one run's report part
+    order     where the command is listed (and its report section, unless report_order says)
+    """
     name: str
     help: str
-    compute: str
+    compute: Callable
     examples: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     columns: tuple[Column, ...] = ()
-    headline: str | None = None
+    headline: Callable | None = None
     sort: tuple[str, ...] = ()
     drop_first: tuple[str, ...] = ()
-    view: str | None = None
-    json: str | None = None
-    csv: str | None = None
+    view: Callable | None = None
+    json: Callable | None = None
+    csv: Callable | None = None
     runs: int = 1
     report: str | None = None
+    report_section: Callable | None = None
     scope: str = "steps"          # "steps": --run/--rank/--steps...; "run": --run only; "store": no run
-    after: str | None = None
+    after: Callable | None = None
     per_rank: bool = False        # a map over ranks on the executor for a run of several ranks
-                                  # (traceq.analysis.per_rank): params include EXECUTOR_PARAMS
+                                  # (traceq.engine.per_rank): params include EXECUTOR_PARAMS
+    order: int = 100
+    report_order: int | None = None   # where its report section goes, when not at `order`
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -167,11 +149,6 @@ class Analysis:
             parts.append(("Example:" if len(self.examples) == 1 else "Examples:") + "\n\n\b\n"
                          + "\n".join(f"  {e}" for e in self.examples))
         return "\n\n".join(parts)
-
-
-def resolve(ref: str) -> Callable:
-    mod, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(mod), attr)
 
 
 @dataclass
@@ -211,7 +188,7 @@ class Result:
 
     def to_dict(self) -> dict:
         if self.analysis.json:
-            return resolve(self.analysis.json)(self)
+            return self.analysis.json(self)
         doc = {"analysis": self.analysis.name, "run": self.run, "rank": self.rank, "steps": self.steps,
                "labels": self.labels, "headline": self.headline, "units": self.units(),
                "rows": self.rows_df().to_dicts()}
@@ -222,7 +199,7 @@ class Result:
     def csv_tables(self) -> list:
         """(name, frame) pairs CSV prints: the main table, then each extra one after a `# name` line."""
         if self.analysis.csv:
-            return resolve(self.analysis.csv)(self)
+            return self.analysis.csv(self)
         return [(None, self.rows_df()), *((n, self.rows_df(t)) for n, t in self.tables.items())]
 
     def to_json(self) -> str:
@@ -241,52 +218,37 @@ def run_labels(scope) -> dict:
         return {}
 
 
+
+
+# ---------------------------------------------------------------- parameters several analyses take
+WINDOW = Param("window", str, "all",
+               "all: every kernel, memcpy and memset, exact ns (traceq's definition). hta: HTA 0.5.0's window "
+               "(ops launched before the last ProfilerStep), its kernel classification and its µs rounding, "
+               "to reproduce HTA's numbers.", "all|hta", flags=("-w",), choices=("all", "hta"))
+
+
+EXECUTOR_HELP = ("Where per-rank tasks run: local (process pool) or dask (Dask distributed; "
+                 "env TRACEQ_EXECUTOR).")
+SCHEDULER_HELP = ("Dask scheduler address (env DASK_SCHEDULER_ADDRESS); default: a LocalCluster "
+                  "of --jobs workers.")
+SCHEDULER_FILE_HELP = ("Dask scheduler file (env DASK_SCHEDULER_FILE), e.g. from dask-jobqueue or "
+                       "dask-mpi.")
+
+
+EXECUTOR_PARAMS = (Param("executor", str, None, EXECUTOR_HELP, "local|dask"),
+                   Param("scheduler", str, None, SCHEDULER_HELP, "ADDRESS"),
+                   Param("scheduler_file", str, None, SCHEDULER_FILE_HELP, "FILE"),
+                   Param("jobs", int, None, "Workers for the per-rank tasks.", "N", flags=("-j",)))
+
+
+WHERE = Param("where", str, None, "Label selector k=v[,k=v...] (e.g. app=cifar10,b=64).", "K=V[,K=V]")
+
 # the parameters of a per-rank analysis that choose where its tasks run (traceq.executor.resolve)
 EXECUTOR_OPTIONS = ("executor", "scheduler", "scheduler_file", "jobs")
 
 
-def compute(spec: Analysis, store=None, run=None, rank=None, steps=None, runs: tuple = (), *,
-            step_pattern: str | None = None, skip_first: int = 0, **params) -> Result:
-    """Run one analysis: open the scope(s), call the declared function, wrap the answer."""
-    from .analysis.scope import open_scope
+def sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:
+    """The output columns declared in the header of traceq/sql/<name>.sql, then `extra`."""
+    from ..sql import output_columns
 
-    for p in spec.params:
-        if p.name not in params:
-            if p.required:
-                raise TypeError(f"{spec.name}() needs {p.name}=")
-            params[p.name] = p.default
-        p.check(params[p.name])
-    fn = resolve(spec.compute)
-    if spec.scope in ("run", "store"):
-        got = fn(store, run, **params) if spec.scope == "run" else fn(store, **params)
-        run_value = getattr(got.value, "run", run)
-        return Result(spec, got.df, got.headline, run_value, None, None, {}, params, got.tables, got.notes,
-                      got.highlight, got.value)
-    if spec.runs == 2:
-        a = open_scope(store, runs[0], rank, steps, step_pattern, skip_first)
-        b = open_scope(a.store, runs[1], rank, steps, step_pattern, skip_first)
-        got, scope, run_value, labels = fn(a, b, **params), a, [a.run, b.run], {a.run: run_labels(a), b.run: run_labels(b)}
-    elif spec.per_rank:
-        from .executor import resolve as resolve_executor
-
-        ex = {k: params[k] for k in EXECUTOR_OPTIONS}
-        scope = open_scope(store, run, rank, steps, step_pattern, skip_first, executor=resolve_executor(*ex.values()))
-        mine = {k: v for k, v in params.items() if k not in ex}
-        got, run_value, labels = fn(scope, **mine), scope.run, run_labels(scope)
-    else:
-        scope = open_scope(store, run, rank, steps, step_pattern, skip_first)
-        got, run_value, labels = fn(scope, **params), scope.run, run_labels(scope)
-    out = got if isinstance(got, Out) else Out(got)
-    head = out.headline
-    if head is None and spec.headline:
-        head = resolve(spec.headline)(out.df, scope)
-    return Result(spec, out.df, head, run_value, rank, steps, labels, params, out.tables, out.notes,
-                  out.highlight, out.value)
-
-
-def blocks(result: Result) -> list[Block]:
-    """The terminal view: the declared `view` hook, or one table with headline and notes."""
-    if result.analysis.view:
-        return resolve(result.analysis.view)(result)
-    return [Block(result.df, result.headline, notes=result.notes, highlight=result.highlight,
-                  drop_first=result.analysis.drop_first)]
+    return (*(Column(c, m) for c, m in output_columns(name)), *extra)

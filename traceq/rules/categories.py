@@ -18,7 +18,7 @@ from importlib import resources
 
 import polars as pl
 
-from .kernels.identity import kernel_identity, kernel_library
+from ..kernels.identity import kernel_identity, kernel_library
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ _KEYS = {"category", "pattern", "name", "kinds", "library", "identity", "note"}
 
 def parse_rules(doc: dict, source: str) -> list[Rule]:
     """[[rule]] tables -> Rules; raises TraceqError naming `source` on a malformed rule."""
-    from .errors import TraceqError
+    from ..errors import TraceqError
 
     rules = []
     for r in doc.get("rule", []):
@@ -74,7 +74,7 @@ def user_rules() -> list[Rule]:
     path = os.environ.get("TRACEQ_CATEGORIES")
     if not path:
         return []
-    from .errors import TraceqError
+    from ..errors import TraceqError
 
     try:
         with open(path, "rb") as f:

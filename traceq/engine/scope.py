@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import polars as pl
+from ..lazy import polars as pl
 
 from ..errors import TraceqError
 from ..store import Store, fetch_pl, register_pl
@@ -33,7 +33,7 @@ class Scope:
     skip_first: int = 0
     _steps_ready: bool = False
     _links_ready: bool = False
-    # A run of several ranks whose per-rank analyses run on an executor (traceq.analysis.per_rank):
+    # A run of several ranks whose per-rank analyses run on an executor (traceq.engine.per_rank):
     # the ExecutorSpec; the connection then holds no table data, only `runs` and scope_window.
     executor: object = None
     # HTA window: distinct *ProfilerStep* names of the whole run, when the connection sees only
@@ -51,9 +51,8 @@ class Scope:
         with the runtime/driver call that launched it, joined once for the queries that need it.
         `empty`: only its columns (a query that names it but reads none of it), unless built."""
         if not self._links_ready:
-            from .. import queries
-
-            sql = queries.load("launch_links")
+            from ..sql import load as load_sql
+            sql = load_sql("launch_links")
             self.df("CREATE OR REPLACE TEMP TABLE scope_links AS " + (f"SELECT * FROM ({sql}) WHERE false" if empty else sql))
             self._links_ready = not empty
 
@@ -102,11 +101,10 @@ def check_regex(con, option: str, pattern: str) -> None:
 
 def step_list(con, run: str, step_pattern: str | None = None) -> pl.DataFrame:
     """Every step of every rank of `run` (queries/steps.sql): rank, step, step_source, start_ns, end_ns."""
-    from .. import queries
-
+    from ..sql import load as load_sql
     if step_pattern:
         check_regex(con, "--step-pattern", step_pattern)
-    return fetch_pl(con, queries.load("steps"), {"run": run, "step_pattern": step_pattern or None})
+    return fetch_pl(con, load_sql("steps"), {"run": run, "step_pattern": step_pattern or None})
 
 
 def select_steps(steps: pl.DataFrame, spec: str | None, skip_first: int = 0) -> pl.DataFrame:
@@ -154,7 +152,7 @@ def resolve_run(con, run: str | None, store: Store) -> str:
 
 def _map_over(executor, n_ranks: int) -> bool:
     """Map a run's ranks over the executor when it has more ranks than one process handles
-    well (traceq.analysis.per_rank.IN_PROCESS_RANKS), or when the user asked for an executor
+    well (traceq.engine.per_rank.IN_PROCESS_RANKS), or when the user asked for an executor
     (`--executor dask`, `--jobs`, TRACEQ_EXECUTOR). A few ranks without that are analysed in
     one process: the same result, without a per-rank task's fixed cost (~0.2-0.7 s each)."""
     import os
@@ -172,7 +170,7 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
     `only_rank`: they hold only that rank's files (`run` and `rank` given; a per-rank task).
     `executor` (an ExecutorSpec): for a run of several ranks analysed whole (`rank` None), a
     scope without table data whose per-rank analyses map over the ranks on that executor
-    (traceq.analysis.per_rank); a run of one rank gets the ordinary scope."""
+    (traceq.engine.per_rank); a run of one rank gets the ordinary scope."""
     st = store if isinstance(store, Store) else Store(store)
     if not st.exists():
         raise TraceqError(f"no traceq store at {st.path}: ingest a trace first (traceq ingest FILE), "

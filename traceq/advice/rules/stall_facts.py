@@ -1,7 +1,9 @@
 """Helpers of the stall rules: a cause's GPU idle time and the host calls behind it."""
 from __future__ import annotations
 
-import polars as pl
+from ...lazy import polars as pl
+
+from ...sql import install_macros
 
 
 def cause_row(stalls, cause: str) -> dict | None:
@@ -43,6 +45,7 @@ def host_calls(scope, where: str, stalls=None) -> pl.DataFrame:
     tallied = getattr(stalls, "host_calls", None)
     if tallied is not None and where in tallied:
         return tallied[where]
+    install_macros(scope.con)   # the host-API classes `where` names (traceq.rules.host_api)
     return scope.df(
         "SELECT h.name, count(*) AS n, sum(h.end_ns - h.start_ns)::BIGINT AS ns FROM host_ops h "
         "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND (" + where + ") "

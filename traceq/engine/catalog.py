@@ -1,7 +1,7 @@
 """`runs` (what is in the store) and `sql` (the escape hatch, DESIGN §4.7)."""
 from __future__ import annotations
 
-import polars as pl
+from ..lazy import polars as pl
 
 from ..errors import TraceqError
 from ..store import Store, fetch_pl

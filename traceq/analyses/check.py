@@ -1,0 +1,60 @@
+"""A regression gate against targets, as mila's benchmarks do it (the statistics and gates
+are traceq/experiments/check.py); exit status 1 when a gate fails."""
+from __future__ import annotations
+
+from ..experiments.display import seconds_as_ms
+from ..lazy import polars as pl
+from .spec import Analysis, Block, Out, Param
+
+
+def compute(store, targets, min_runs=None, junit=None) -> Out:
+    from ..experiments.check import check as check_runs, junit_xml
+
+    res = check_runs(store, targets, min_runs)
+    if junit:
+        with open(junit, "w") as f:
+            f.write(junit_xml(res))
+    gates = pl.DataFrame(res.gates, schema={"rule": pl.Utf8, "value": pl.Float64, "limit": pl.Float64,
+                                            "passed": pl.Boolean})
+    head = f"check {'PASSED' if res.passed else 'FAILED'}: {res.rows.height} target(s), targets {targets}"
+    return Out(res.rows, head, tables={"gates": gates}, value={"res": res})
+
+
+def view(result) -> list:
+    return [Block(seconds_as_ms(result.df, ("result", "sd", "target")), result.headline),
+            Block(result.tables["gates"], title="gates")]
+
+
+def to_json(result) -> dict:
+    return result.value["res"].to_json()
+
+
+def csv_tables(result) -> list:
+    return [(None, result.df)]
+
+
+def exit_status(result) -> int:
+    """Exit 1 when a gate failed."""
+    return 0 if result.value["res"].passed else 1
+
+
+ANALYSIS = Analysis(
+    name="check",
+    help="Regression gate against targets, as mila's benchmarks do it: per target, result = trimmed "
+         "mean over the matching runs (min and max dropped), sd, sd % = sd / result, diff % against the "
+         "target (positive = better, for times and throughputs alike); gates min_runs (default 4), "
+         "80th percentile of sd % < max_sd_pct (5), mean diff % >= -tolerance_pct (0).\n\n"
+         "Exit 0 when every gate passes, 1 when one fails, 2 on bad input.",
+    examples=("traceq check --targets targets.toml --junit check.xml",),
+    compute=compute,
+    params=(Param("targets", str, None, "Targets TOML ([gate] rules and [[target]] entries).", "FILE",
+                  flags=("-t",), required=True),
+            Param("min_runs", int, None, "Override [gate] min_runs.", "N"),
+            Param("junit", str, None, "Also write JUnit XML to this file (for CI).", "FILE")),
+    view=view,
+    json=to_json,
+    csv=csv_tables,
+    after=exit_status,
+    order=100,
+    scope="store",
+)

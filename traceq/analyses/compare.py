@@ -1,0 +1,90 @@
+"""Runs side by side: per metric and configuration, mean / sd / sd % / trimmed mean over the
+repetitions (runs whose labels differ only in rep) and the change against the baseline. The
+metrics and the statistics are traceq/experiments (metrics.py, compare.py)."""
+from __future__ import annotations
+
+from ..experiments.display import seconds_as_ms
+from ..lazy import polars as pl
+from .spec import WHERE, Analysis, Block, Out, Param
+
+
+def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Out:
+    from ..experiments.compare import compare as compare_runs
+
+    df = compare_runs(store, run_names, where, baseline)
+    if metric:
+        keep = pl.lit(False)
+        for m in metric:
+            keep = keep | (pl.col("metric").str.starts_with(m[:-1]) if m.endswith("*") else pl.col("metric") == m)
+        df = df.filter(keep)
+    configs = df["config"].unique(maintain_order=True).to_list()
+    head = (f"{len(configs)} configuration(s): {', '.join(configs)}; change_pct against "
+            f"{configs[0] if not baseline else baseline}")
+    return Out(df, head)
+
+
+def view(result) -> list:
+    return [Block(seconds_as_ms(result.df, ("mean", "sd", "trimmed_mean")), result.headline)]
+
+
+def to_json(result) -> list:
+    return result.df.to_dicts()
+
+
+def csv_tables(result) -> list:
+    return [(None, result.df)]
+
+
+# ---------------------------------------------------------------- the report (two or more runs)
+COMPARE_METRICS = ("step_time", "throughput", "data_wait", "communication")
+COMPARE_CATEGORIES = 6
+
+
+def report_section(ctx) -> list:
+    """Runs side by side (traceq compare): one bar chart per metric, mean ± sd over the
+    repetitions of each configuration, and the comparison table."""
+    from ..report import figures
+    from ..report.html import table
+    from ..report.parts import Guard, Section, add, add_table
+
+    from ..experiments.compare import compare as compare_runs
+
+    store, runs, warnings = ctx.store, ctx.runs, ctx.warnings
+    sec = Section("compare", "Comparison of " + ", ".join(runs),
+                  intro="Per-run metrics side by side (traceq compare): runs whose labels differ only in rep are "
+                        "pooled as repetitions; bars show the mean, whiskers ± one sd; change against the first.")
+    with Guard(sec, warnings, "compare"):
+        df = compare_runs(store, runs)
+        present = df["metric"].unique().to_list()
+        cats = (df.filter(pl.col("metric").str.starts_with("gpu.")).group_by("metric").agg(pl.col("mean").max())
+                .sort("mean", descending=True).head(COMPARE_CATEGORIES)["metric"].to_list())
+        for metric in [m for m in COMPARE_METRICS if m in present] + cats:
+            add(sec, figures.metric_bars(df, metric), f"compare-{metric}")
+        add_table(sec, table(df, caption="Metrics per configuration (s, items/s)", max_rows=200), "compare")
+    return [sec]
+
+
+ANALYSIS = Analysis(
+    name="compare",
+    help="Runs side by side: per metric and configuration, mean / sd / sd % / trimmed mean over the "
+         "repetitions (runs whose labels differ only in rep) and the change against the baseline. "
+         "Metrics: step_time (IQR-filtered median step), throughput (batch label / step time), "
+         "data_wait, communication, gpu.<category> and region.<name> per step, imported metrics.",
+    examples=("traceq compare control test amp --baseline control",
+              "traceq compare --where app=cifar10,b=64 --metric step_time --metric gpu.*"),
+    compute=compute,
+    params=(Param("run_names", str, None, "Runs to compare (default: every run, or those --where selects).",
+                  "RUN", argument=True, multiple=True),
+            WHERE,
+            Param("baseline", str, None, "Run (or configuration) the changes are relative to (default: the "
+                  "first).", "RUN"),
+            Param("metric", str, None, "Only these metrics (repeatable; a trailing * matches a prefix, e.g. "
+                  "gpu.*).", "METRIC", flags=("-m",), multiple=True)),
+    view=view,
+    json=to_json,
+    csv=csv_tables,
+    scope="store",
+    report="Comparison",
+    report_section=report_section,
+    order=80,
+)

@@ -1,0 +1,147 @@
+"""Where the GPU timeline goes, per rank (HTA's temporal breakdown): over the span from the
+first GPU op's start to the last one's end, idle = span − |union of all ops|, compute =
+|union of compute kernels|, non-compute = the rest (communication, copies, memsets), each
+also as % of the span.
+
+The SQL is traceq/sql/summary_ops.sql (which ops, in which window: traceq's exact `all`, or
+HTA 0.5.0's `hta`: ops launched before the last ProfilerStep, HTA's kernel classification
+and µs rounding) and traceq/sql/summary.sql (the breakdown). `prepare_ops` is shared with
+overlap and diff, which read the same ops.
+"""
+from __future__ import annotations
+
+from ..engine.findings import fix_first_line, map_with_findings, rank_advice
+from ..engine.per_rank import concat, mapped
+from ..engine.scope import Scope
+from ..engine.truncation import no_gpu_reason
+from ..errors import TraceqError
+from ..lazy import polars as pl
+from ..sql import install_macros, run_script
+from .spec import EXECUTOR_PARAMS, WINDOW, Analysis, Out, sql_columns
+
+WINDOWS = ("all", "hta")
+
+
+
+def schema() -> dict:
+    """The summary table's columns and types."""
+    return {"rank": pl.Int32, "ops": pl.Int64, "span_ns": pl.Int64, "busy_ns": pl.Int64, "idle_ns": pl.Int64,
+            "compute_ns": pl.Int64, "non_compute_ns": pl.Int64, "idle_pct": pl.Float64, "compute_pct": pl.Float64,
+            "non_compute_pct": pl.Float64}
+
+
+def check_window(window: str) -> str:
+    if window not in WINDOWS:
+        raise TraceqError(f"--window {window!r}: choose all (every kernel/copy/memset, exact ns) "
+                          "or hta (HTA 0.5.0's window, classification and µs rounding)")
+    return window
+
+
+def prepare_ops(scope: Scope, window: str = "all") -> None:
+    """(Re)build the temp table analysis_ops for `scope` in `window` (summary_ops.sql)."""
+    install_macros(scope.con)
+    run_script(scope.con, "summary_ops", {"run": scope.run, "window": check_window(window),
+                                          "run_step_names": scope.run_step_names})
+
+
+def summary_scoped(scope: Scope, window: str = "all") -> pl.DataFrame:
+    prepare_ops(scope, window)
+    df = run_script(scope.con, "summary")
+    if df.height == 0:
+        return pl.DataFrame(schema=schema())
+    return df.cast(schema())
+
+
+def _ms(ns) -> str:
+    return f"{ns / 1e6:,.1f} ms" if ns >= 1e6 else f"{ns / 1e3:,.1f} µs"
+
+
+def missing_ranks(df: pl.DataFrame, scope: Scope) -> list[int]:
+    ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
+    have = set(df["rank"].to_list()) if df.height else set()
+    return [r for r in ranks if r not in have]
+
+
+def no_gpu_text(scope: Scope, ranks: list[int]) -> str:
+    where = f"run {scope.run}" + (f" rank {ranks[0]}" if len(ranks) == 1 and scope.rank is not None else "")
+    return f"{where}: no GPU activity (no kernels, copies or memsets in scope; {no_gpu_reason(scope)})"
+
+
+def headline(df: pl.DataFrame, scope: Scope, window: str = "all") -> str:
+    missing = missing_ranks(df, scope)
+    if df.height == 0:
+        return no_gpu_text(scope, missing)
+    tag = " [HTA window]" if window == "hta" else ""
+    if df.height == 1:
+        r = df.row(0, named=True)
+        who = f"run {scope.run} rank {r['rank']}"
+        text = (f"{who}{tag}: GPU idle {r['idle_pct']:.1f} % of {_ms(r['span_ns'])}; compute {r['compute_pct']:.1f} %, "
+                f"non-compute {r['non_compute_pct']:.1f} %")
+    else:
+        span = df["span_ns"].sum()
+        idle, comp, non = (100 * df[c].sum() / span if span else 0.0 for c in ("idle_ns", "compute_ns", "non_compute_ns"))
+        worst = df.sort("idle_pct", descending=True, nulls_last=True).row(0, named=True)
+        text = (f"run {scope.run}, {df.height} ranks{tag}: GPU idle {idle:.1f} % of {_ms(span)} (summed spans); "
+                f"compute {comp:.1f} %, non-compute {non:.1f} %; most idle: rank {worst['rank']} ({worst['idle_pct']:.1f} %)")
+    if missing:
+        text += f"; no GPU activity on rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+    return text
+
+
+# ---------------------------------------------------------------- the command
+def compute(scope: Scope, window: str = "all") -> Out:
+    if mapped(scope):
+        outs, fs = map_with_findings(scope, rank_part, check_window(window))
+        df = concat([o["df"] for o in outs])
+        df = df.cast(schema()) if df.height else pl.DataFrame(schema=schema())
+    else:
+        df, fs = summary_scoped(scope, window), scope
+    return Out(df, fix_first_line(fs, headline(df, scope, window)))
+
+
+def rank_part(scope: Scope, window: str, advice: bool = True) -> dict:
+    """One rank's summary rows (and what the run's findings need of it, unless kept)."""
+    return {"df": summary_scoped(scope, window), **(rank_advice(scope) if advice else {})}
+
+
+# ---------------------------------------------------------------- the report
+def report_section(ctx) -> list:
+    """GPU op time per kernel category (the hotspot rows, kept for the hotspots section) and,
+    per rank, the split of the GPU span into compute, non-compute and idle."""
+    from ..report import figures
+    from ..report.parts import Section, add
+    from .hotspots import hotspots_scoped
+
+    sec = Section("gpu", "Where GPU time goes",
+                  intro="GPU op time per kernel category (avoidable categories outlined in red) and, per rank, the "
+                        "split of the GPU span into compute, non-compute (communication, copies, memsets) and idle.")
+    with ctx.guard(sec, "hotspots"):
+        ctx.results["hotspots"] = hotspots_scoped(ctx.scope)
+        add(sec, figures.category_bars(ctx.results["hotspots"]), "categories")
+    with ctx.guard(sec, "summary"):
+        ctx.results["summary"] = summary_scoped(ctx.scope)
+        sec.headline = headline(ctx.results["summary"], ctx.scope)
+        add(sec, figures.rank_breakdown(ctx.results["summary"]), "summary")
+    if not sec.plots and not sec.error and not sec.headline:
+        sec.notes.append(f"No GPU kernels, copies or memsets in this run ({no_gpu_reason(ctx.scope)}).")
+    return [sec]
+
+
+ANALYSIS = Analysis(
+    name="summary",
+    help="Where the GPU timeline goes, per rank: idle, compute and non-compute time as % of the span from "
+         "the first GPU op's start to the last one's end (HTA's temporal breakdown).\n\n"
+         "idle = span − |union of all ops|; compute = |union of compute kernels|; non-compute = the rest "
+         "(communication, copies, memsets). A trace without GPU ops gives no rows and says so.",
+    examples=("traceq summary --window hta --format json",),
+    compute=compute,
+    params=(WINDOW, *EXECUTOR_PARAMS),
+    per_rank=True,
+    columns=sql_columns("summary"),
+    sort=("rank",),
+    drop_first=("busy_ns", "ops", "non_compute_ns", "compute_ns", "idle_ns", "span_ns"),
+    report="Where GPU time goes",
+    report_section=report_section,
+    order=20,
+    report_order=20,
+)
