@@ -480,7 +480,7 @@ class Bench:
         if name in CACHED_FINDINGS:
             # the first analysis after ingest computes the run's findings (its "Fix first"
             # line: kernel evidence and stall attribution) and keeps them beside the store
-            # (traceq/advice/cache.py); the repeats below read them. Measured once, cold.
+            # (traceq/engine/findings_cache.py); the repeats below read them. Measured once, cold.
             shutil.rmtree(Path(store) / ".cache", ignore_errors=True)
             cold = measure(self.tq + argv + ["--store", str(store)], cwd=self.work, env=env)
         runs = [measure(self.tq + argv + ["--store", str(store)], cwd=self.work, env=env)

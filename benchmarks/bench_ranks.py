@@ -64,26 +64,23 @@ def _store(n: int) -> Path:
 
 def _per_rank(store: Path, name: str, spec) -> None:
     """One per-rank analysis as the CLI runs it (`spec` None: the single-process path)."""
-    from traceq.analysis.diagnose import diagnose_scoped
-    from traceq.analysis.scope import open_scope
+    from traceq.analyses.diagnose import diagnose_scoped
+    from traceq.analyses.registry import REGISTRY, compute
+    from traceq.engine.scope import open_scope
 
     if name == "diagnose":
         diagnose_scoped(open_scope(store, executor=spec))
         return
     if spec is None:
-        from traceq import views
-
-        getattr(views, name)(open_scope(store))
+        REGISTRY[name].compute(open_scope(store))
         return
-    from traceq.analyses import REGISTRY
-    from traceq.registry import compute
 
     compute(REGISTRY[name], store, executor=spec.kind, scheduler=spec.scheduler, jobs=spec.jobs)
 
 
 def child(n: int, kind: str, workers: int, analyses: tuple[str, ...] = ANALYSES) -> dict:
     """One measurement in this (fresh) process."""
-    from traceq.analysis.ranks import ranks
+    from traceq.analyses.ranks import ranks
     from traceq.executor import ExecutorSpec
     from traceq.ingest import ingest
 

@@ -196,10 +196,10 @@ def store_digest(store: Path) -> dict[str, str]:
 
 def run_analyses(store: Path, run: str) -> None:
     """Every analysis on the run; only TraceqError (an answer for the user) may come out."""
-    from traceq import analyses
+    import traceq
     from traceq.errors import TraceqError
 
-    for fn in (analyses.hotspots, analyses.summary, analyses.overlap, analyses.breakdown, analyses.stalls):
+    for fn in (traceq.hotspots, traceq.summary, traceq.overlap, traceq.breakdown, traceq.stalls):
         try:
             fn(store, run=run)
         except TraceqError as exc:

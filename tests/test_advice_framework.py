@@ -1,4 +1,4 @@
-"""Advice speaks the program's language (queries/framework.sql, Evidence.said): PyTorch APIs
+"""Advice speaks the program's language (sql/framework.sql, Evidence.said): PyTorch APIs
 only where the scope shows PyTorch, CUDA/HIP calls and framework-neutral fixes elsewhere.
 
 The synthetic trace is a CUDA program with pageable synchronous copies and device syncs
@@ -14,11 +14,12 @@ import pytest
 from conftest import SHARED_TRACES
 from kineto_synth import Trace
 
-from traceq import queries
+from scoped import diagnose, stalls
+
 from traceq.advice import evidence_for, findings
-from traceq.analysis.diagnose import diagnose
-from traceq.analysis.scope import open_scope
-from traceq.analysis.stalls import advice, stalls
+from traceq.advice.stall_advice import advice
+from traceq.engine.scope import open_scope
+from traceq.sql import install_macros, load
 from traceq.ingest import ingest
 
 # PyTorch words no advice may use on a program that shows no PyTorch
@@ -71,9 +72,9 @@ def stores(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_the_evidence_counts_only_pytorch_names(stores, name):
     scope = open_scope(stores[name])
-    queries.install_macros(scope.con)
+    install_macros(scope.con)
     kinds = VARIANTS[name][1]
-    assert scope.df(queries.load("framework"))["pytorch"][0] == kinds
+    assert scope.df(load("framework"))["pytorch"][0] == kinds
     assert evidence_for(scope).pytorch is bool(kinds)
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from conftest import shared_trace, make_store
+from scoped import breakdown, breakdown_instances, timer_breakdown
 from typer.testing import CliRunner
 
-from traceq.analysis.breakdown import breakdown, breakdown_instances, timer_breakdown
 from traceq.store import Store
 
 NSYS_FILES = [

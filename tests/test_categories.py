@@ -13,7 +13,7 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from traceq.categories import (CATEGORIES, Rule, builtin_rules, classify, compile_rules, first_match)
+from traceq.rules.categories import (CATEGORIES, Rule, builtin_rules, classify, compile_rules, first_match)
 from traceq.errors import TraceqError
 from conftest import SHARED_TRACES
 

@@ -9,11 +9,12 @@ import re
 import pytest
 from conftest import SAMPLES, SHARED_TRACES
 from kineto_synth import Trace
+from scoped import diagnose
 from typer.testing import CliRunner
 
 from traceq.advice import evidence_for, findings
-from traceq.analysis.diagnose import BOUNDS, diagnose
-from traceq.analysis.scope import open_scope
+from traceq.analyses.diagnose import BOUNDS
+from traceq.engine.scope import open_scope
 from traceq.ingest import ingest
 
 
@@ -86,8 +87,7 @@ def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
     assert table.exit_code == 0 and ("-bound (" in table.output or "GPU idle, cause unattributed (" in table.output)
     # the "Fix first" line heading the other analyses names diagnose's first finding (issue 13:
     # the same findings head every analysis), or is absent when diagnose has none
-    from traceq.analyses import REGISTRY
-    from traceq.registry import compute
+    from traceq.analyses.registry import REGISTRY, compute
 
     (r,) = doc["runs"]
     line = (compute(REGISTRY["hotspots"], store, run=_run_name(path)).headline or "").splitlines()[0]
@@ -301,7 +301,7 @@ def test_verdict_trace_filter_is_not_host_bound(store):
     host = {f["id"]: f for f in row["findings"]}["host_bound"]
     assert "GPU idle 89.09 ms (7.3 % of the GPU span" in host["evidence"] and "135.34 ms more" in host["evidence"]
     assert row["bound_share_pct"] == pytest.approx(100 - 45.3 - 7.3 - 0.2 - 0.1, abs=0.15)   # all but busy, host, comm, launch
-    from traceq.analysis.diagnose import headline
+    from traceq.analyses.diagnose import headline
     assert headline(row).startswith("run kineto_hta_trace_filter_sampled_rank_0_json_gz rank 0: GPU idle, cause unattributed (47.0 %)")
 
 
@@ -342,11 +342,10 @@ def test_verdict_names_a_truncation_that_left_only_cpu_events(tmp_path):
                                       "malformed after 10 complete events): its GPU events may be missing")
     assert "CPU-only trace" not in row["evidence"]
     assert row["bound"] == "unknown"   # not host-bound: the GPU side of the run was cut away
-    from traceq.analysis.diagnose import headline
+    from traceq.analyses.diagnose import headline
     assert "bound unknown (the trace was cut before its GPU events)" in headline(row)
     # the other analyses' headlines say the same, not "CPU-only trace?"
-    from traceq.analyses import REGISTRY
-    from traceq.registry import compute
+    from traceq.analyses.registry import REGISTRY, compute
 
     cut = "the trace file was truncated (file is truncated or malformed after 10 complete events): its GPU events " \
           "may be missing"
@@ -376,7 +375,7 @@ def test_verdict_names_the_truncation_of_a_real_trace(tmp_path):
     assert f"the trace file was truncated (file is truncated or malformed after {keep} complete events)" in row["evidence"]
     assert "its GPU events may be missing" in row["evidence"]
     assert row["bound"] == "unknown"
-    from traceq.analysis.diagnose import headline
+    from traceq.analyses.diagnose import headline
     assert "CPU-only trace" not in headline(row)
 
 

@@ -1,6 +1,6 @@
 """`diff` (DESIGN §4.6) on HTA's trace_diff pair (control = A, test = B). Expected counts and
 times are computed here from the raw JSON (gzip + json, by event category), independently of
-the ingestor; categories come from the same rule table (traceq.categories) applied to the raw
+the ingestor; categories come from the same rule table (traceq.rules.categories) applied to the raw
 names."""
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import shared_trace
-from traceq.analysis.diff import diff, headline
-from traceq.categories import categorize
+from scoped import diff
+from traceq.analyses.diff import headline
+from traceq.rules.categories import categorize
 from traceq.cli import app
 from traceq.ingest import ingest
 

@@ -1,4 +1,4 @@
-"""The run's findings kept beside the store (traceq/advice/cache.py): the "Fix first" line of
+"""The run's findings kept beside the store (traceq/engine/findings_cache.py): the "Fix first" line of
 every analysis after the first reads them instead of computing the stall attribution again.
 They must never be stale: a re-ingested run, another scope or other code is a new key; a
 store that cannot be written and a damaged file cost only the time."""
@@ -8,15 +8,22 @@ import json
 import os
 
 import pytest
+from scoped import diagnose
 from test_fix_first import _churn_rank, _first_line, _host_bound_cnn
 
-import traceq.analysis.diagnose as diagnose_mod
-import traceq.analysis.stalls as stalls_mod
-from traceq.advice import cache, run_findings
-from traceq.analyses import REGISTRY
-from traceq.analysis.scope import open_scope
+import traceq.analyses.diagnose as diagnose_mod
+import traceq.analyses.stalls as stalls_mod
+import traceq.engine.findings as findings_mod
+import traceq.engine.stall_attribution as attribution_mod
+from traceq.analyses.registry import REGISTRY, compute
+from traceq.engine import findings_cache as cache
+from traceq.engine.findings import run_findings
+from traceq.engine.scope import open_scope
 from traceq.ingest import ingest
-from traceq.registry import compute
+
+# Where the stall attribution is looked up outside diagnose: the run's findings, the rank
+# tasks of a mapped run (traceq.engine.stall_attribution.rank_stalls) and the stalls analysis.
+STALLS_USERS = (findings_mod, attribution_mod, stalls_mod)
 
 
 def _computed(store, run=None, steps=None, monkeypatch=None) -> list[dict]:
@@ -28,16 +35,18 @@ def _computed(store, run=None, steps=None, monkeypatch=None) -> list[dict]:
         monkeypatch.delenv("TRACEQ_FINDINGS_CACHE")
 
 
-def _count_stalls(monkeypatch, module=stalls_mod) -> list[int]:
-    """Count the calls of `module.stalls_scoped` (diagnose holds its own reference)."""
+def _count_stalls(monkeypatch, *modules) -> list[int]:
+    """Count the calls of `stalls_scoped` looked up in `modules` (default: every user of the
+    stall attribution but diagnose, which holds its own reference)."""
     calls = [0]
-    real = module.stalls_scoped
+    real = attribution_mod.stalls_scoped
 
     def counted(*a, **k):
         calls[0] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(module, "stalls_scoped", counted)
+    for module in modules or STALLS_USERS:
+        monkeypatch.setattr(module, "stalls_scoped", counted)
     return calls
 
 
@@ -143,8 +152,6 @@ def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
     """diagnose at its defaults keeps its verdict with the findings: a second diagnose and the
     other analyses' "Fix first" line compute no stalls, and every value equals diagnose's
     computed without the cache (the second method)."""
-    diagnose = diagnose_mod.diagnose
-
     calls, fix_calls = _count_stalls(monkeypatch, diagnose_mod), _count_stalls(monkeypatch)
     first = diagnose(store).to_dicts()
     assert calls[0] == 1
@@ -162,8 +169,6 @@ def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
 def test_diagnose_after_the_findings_alone_computes_and_keeps_its_verdict(store, monkeypatch):
     """The findings kept by another analysis carry no verdict: diagnose computes it (once) and
     keeps it; another minimum gap is computed each time and keeps nothing."""
-    diagnose = diagnose_mod.diagnose
-
     compute(REGISTRY["hotspots"], store)
     path = next((store / ".cache" / "findings").glob("*.json"))
     assert "verdict" not in json.loads(path.read_text())

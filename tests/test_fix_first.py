@@ -1,7 +1,7 @@
 """The "Fix first" line that heads hotspots, summary, overlap, breakdown and stalls names the
 same first finding as `traceq diagnose` (issue 13: "the same findings head every analysis"):
 the kernel-evidence rules *and* the stall rules, ranked by estimated gain per step
-(traceq.advice.run_findings). Before, the line ranked the kernel-evidence rules alone and
+(traceq.engine.findings.run_findings). Before, the line ranked the kernel-evidence rules alone and
 named e.g. pinned_memory where diagnose put a 30 ms/step DataLoader stall first.
 
 Each expected gain is derived here from the events the test writes, not from traceq."""
@@ -10,15 +10,16 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLES
 from kineto_synth import Trace
+from scoped import diagnose
 
-from traceq.advice import findings, run_findings
-from traceq.analyses import REGISTRY
-from traceq.analysis import per_rank
-from traceq.analysis.diagnose import diagnose
-from traceq.analysis.scope import open_scope
+from traceq.advice import findings
+from traceq.analyses import summary as summary_mod
+from traceq.analyses.registry import REGISTRY, compute
+from traceq.engine import per_rank
+from traceq.engine.findings import map_with_findings, run_findings
+from traceq.engine.scope import open_scope
 from traceq.executor import ExecutorSpec
 from traceq.ingest import ingest
-from traceq.registry import compute
 
 LINED = ("hotspots", "summary", "overlap", "breakdown", "stalls")
 CONVERSION_US, HOST_US, STEP_US = 100, 8_000, 10_000
@@ -109,8 +110,8 @@ def test_a_run_mapped_over_its_ranks_gives_the_line_of_the_whole_run(tmp_path, m
     back at least twice: neither rank alone shows it (diagnose, per rank, has no
     allocator_churn), the run as a whole does. A run mapped over its ranks (--jobs) must rank
     the same findings as the run analysed in one process: the allocator calls the rule counts
-    are summed over the ranks (per_rank._reduce_stalls). Both paths compute: the findings
-    kept beside the store (traceq.advice.cache) are off."""
+    are summed over the ranks (traceq.engine.stall_attribution.reduce_stalls). Both paths compute: the findings
+    kept beside the store (traceq.engine.findings_cache) are off."""
     monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
     store = tmp_path / "s"
     for rank in (0, 1):
@@ -124,7 +125,7 @@ def test_a_run_mapped_over_its_ranks_gives_the_line_of_the_whole_run(tmp_path, m
     assert churn.gpu_ms == pytest.approx(2 * 0.520) and "hipFree ×2" in churn.evidence
     mapped_scope = open_scope(store, "ddp", executor=ExecutorSpec("local", jobs=1))
     assert per_rank.mapped(mapped_scope)
-    _, mapped = per_rank.summary(mapped_scope, "all")
+    _, mapped = map_with_findings(mapped_scope, summary_mod.rank_part, "all")
     assert [f.as_dict() for f in mapped] == [f.as_dict() for f in whole]
     for name in ("summary", "overlap", "breakdown", "stalls"):
         assert _first_line(compute(REGISTRY[name], store, run="ddp", jobs=1)) == \

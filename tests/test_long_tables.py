@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from traceq.cli import app
 from traceq.ingest import ingest
-from traceq.views import TABLE_ROWS
+from traceq.analyses.spec import TABLE_ROWS
 
 N_STEPS = TABLE_ROWS + 37
 

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from conftest import SAMPLES, SHARED_TRACES, shared_trace
-from traceq.analyses import hotspots
+from scoped import hotspots
 from traceq.errors import BadInput
 from traceq.ingest import ingest, nsys
 from traceq.store import Store, fetch_pl

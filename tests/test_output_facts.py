@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from traceq.cli import app
 from traceq.ingest import ingest
 from traceq.report import build_report
-from traceq.report.sections import count_devices
+from traceq.report.page import count_devices
 from traceq.store import RankData, Store
 
 from conftest import SAMPLES

@@ -1,4 +1,4 @@
-"""Per-rank analyses on the executor (traceq/analysis/per_rank.py, DESIGN §8).
+"""Per-rank analyses on the executor (traceq/engine/per_rank.py, DESIGN §8).
 
 summary, overlap, stalls, breakdown and diagnose of a run with several ranks run as a map
 over ranks (each task reads one rank's files) and a reduce. Their output must equal, to
@@ -20,15 +20,14 @@ import polars as pl
 import pytest
 
 from conftest import REPO, shared_trace
-from traceq import views
-from traceq.analyses import REGISTRY
-from traceq.analysis import per_rank
-from traceq.analysis.diagnose import diagnose_scoped
-from traceq.analysis.scope import open_scope
+from traceq.analyses.diagnose import diagnose_scoped
+from traceq.analyses.registry import REGISTRY, compute
+from traceq.engine import per_rank
+from traceq.engine import scope as scope_mod
+from traceq.engine.scope import open_scope
 from traceq.errors import TraceqError
 from traceq.executor import ExecutorSpec
 from traceq.ingest import ingest
-from traceq.registry import compute
 from traceq.store import Store
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -74,7 +73,7 @@ def _whole(store, name: str, **params):
     """Today's single-process result: the analysis over the whole run's views."""
     p = {x.name: params.get(x.name, x.default) for x in REGISTRY[name].params if x.name not in
          ("executor", "scheduler", "scheduler_file", "jobs")}
-    return getattr(views, name)(open_scope(store), **p)
+    return REGISTRY[name].compute(open_scope(store), **p)
 
 
 def _assert_same(whole, mapped, name: str) -> None:
@@ -178,7 +177,7 @@ def test_a_few_ranks_without_executor_options_stay_in_one_process(mixed, monkeyp
     assert not per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec(jobs=1)))
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec("dask")))
-    monkeypatch.setattr(per_rank, "IN_PROCESS_RANKS", 3)
+    monkeypatch.setattr(scope_mod, "IN_PROCESS_RANKS", 3)
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
 
 

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import REPO, make_store, shared_trace
-from traceq.analysis.ranks import ranks
+from traceq.analyses.ranks import ranks
 from traceq.cli import app
 from traceq.errors import TraceqError
 from traceq.executor import ExecutorSpec

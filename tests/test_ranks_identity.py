@@ -1,5 +1,5 @@
 """Collective identity, matching and the common clock across ranks (issue 10; traceq/clocks.py,
-queries/ranks_rank.sql, clock_refine.sql, collectives.sql).
+sql/ranks_rank.sql, clock_refine.sql, collectives.sql).
 
 * Synthetic: 4 ranks whose NCCL kernels carry a process group and a sequence number, with
   known raw clock errors, arrival delays, a straggler, a rank that missed one collective and
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, shared_trace
-from traceq.analysis.ranks import matched_by, ranks
+from traceq.analyses.ranks import matched_by, ranks
 from traceq.clocks import align_rows
 from traceq.ingest import ingest
 from traceq.store import RankData, Store

@@ -1,4 +1,4 @@
-"""One registry, three faces: every analysis of `traceq.analyses.REGISTRY` is run on the
+"""One registry, three faces: every analysis of `traceq.analyses.registry.REGISTRY` is run on the
 sample runs through the CLI table, the CLI JSON and the Python API, and they must agree
 (same rows, same headline, units for every unit-carrying column, the run in every row)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from conftest import SAMPLES, run_traceq
 
 import traceq
-from traceq.analyses import REGISTRY
+from traceq.analyses.registry import REGISTRY
 
 # How each analysis is exercised on the samples (a new analysis must be added here).
 CASES = {
@@ -21,6 +21,7 @@ CASES = {
     "overlap": ([], {"run": "nsys_sample"}),
     "breakdown": ([], {"run": "slow_dataloader", "by": "annotation"}),
     "stalls": ([], {"run": "slow_dataloader"}),
+    "diagnose": ([], {"run": "nsys_sample"}),
     "diff": (["slow_dataloader", "fast_dataloader"], {"top": 4}),
     "ranks": ([], {"run": "nsys_sample"}),
     "compare": ([], {"baseline": "fast_dataloader"}),
@@ -81,7 +82,13 @@ def test_cli_json_table_and_python_api_agree(work, name):
     table = traceq_cli(*_cli_args(name, runs, kw), cwd=work)
     assert table.returncode == 0, table.stderr
     # the table's first line is the headline the API and JSON carry
-    assert df.headline and table.stdout.splitlines()[0] == df.headline.splitlines()[0][:len(table.stdout.splitlines()[0])]
+    if name == "diagnose":      # one verdict line per rank, above that rank's findings
+        from traceq.analyses.diagnose import headline
+
+        first = table.stdout.splitlines()[0]
+        assert first and first == headline(df.row(0, named=True))[:len(first)]
+    else:
+        assert df.headline and table.stdout.splitlines()[0] == df.headline.splitlines()[0][:len(table.stdout.splitlines()[0])]
     api_rows = json.loads(json.dumps(df.to_dicts(), default=str))
     if spec.json is None:       # the common document
         assert doc["analysis"] == name and doc["run"] == kw["run"] and doc["headline"] == df.headline
@@ -99,9 +106,12 @@ def test_cli_json_table_and_python_api_agree(work, name):
     elif name == "compare":     # a list of rows, one per metric and configuration
         _same(doc, api_rows)
         assert {r["config"] for r in doc} == {"amp=off"}     # the three runs share their labels: repetitions
+    elif name == "diagnose":    # {"runs": [one verdict per rank]}, without the table's `stepped`
+        assert list(doc) == ["runs"] and [r["run"] for r in doc["runs"]] == [kw["run"]] * df.height
+        _same(doc["runs"], json.loads(json.dumps(df.drop("stepped").to_dicts(), default=str)))
     elif name == "ranks":       # ranks keeps its fixed shape (issue 10)
         assert list(doc) == ["ranks", "collectives", "straggler"]
-        from traceq.analysis.ranks import COLLECTIVE_COLUMNS, RANKS_COLUMNS
+        from traceq.analyses.ranks import COLLECTIVE_COLUMNS, RANKS_COLUMNS
 
         _same(doc["ranks"], json.loads(json.dumps(df.select(RANKS_COLUMNS).to_dicts(), default=str)))
         _same(doc["collectives"], df.tables["collectives"].select(COLLECTIVE_COLUMNS).to_dicts())
@@ -120,6 +130,8 @@ def test_cli_json_table_and_python_api_agree(work, name):
         assert pl.read_csv(first.encode()).height == len(doc["ranks"]) == df.height
     if name == "compare":
         assert pl.read_csv(first.encode()).height == len(doc) == df.height
+    if name == "diagnose":      # one row per finding (a rank without any: one row)
+        assert pl.read_csv(first.encode()).height == sum(max(1, len(r["findings"])) for r in doc["runs"])
 
 
 def test_api_parameters_match_the_cli_options():
@@ -193,11 +205,10 @@ def test_readme_python_api_example_runs(work, monkeypatch, capsys):
 
 
 def test_declared_report_sections_exist():
-    from conftest import REPO
-
-    src = (REPO / "traceq" / "report" / "sections.py").read_text()
     for spec in REGISTRY.values():
         if spec.report:
+            assert spec.report_section is not None, spec.name
+            src = inspect.getsource(spec.report_section)
             assert f'"{spec.report.split(":")[0]}' in src, spec.name
 
 

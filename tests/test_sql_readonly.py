@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from traceq.analysis.catalog import sql
+from traceq.engine.catalog import sql
 from traceq.errors import TraceqError
 from traceq.ingest import ingest
 

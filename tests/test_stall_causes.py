@@ -1,4 +1,4 @@
-"""Stall causes (queries/stalls_gaps.sql): one synthetic Kineto trace per cause, shaped like
+"""Stall causes (sql/stalls_gaps.sql): one synthetic Kineto trace per cause, shaped like
 the real situation it names, whose expected split is derived here independently: every
 microsecond of every GPU-idle gap is classified by plain Python over the events written
 (the lowest precedence level of the host events covering it)."""
@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 from kineto_synth import HOST_TID, Trace
+from scoped import diagnose, stalls
 
-from traceq.analysis.diagnose import diagnose
-from traceq.analysis.stalls import stalls
 from traceq.ingest import ingest
 
 CAUSES = ["data_loading", "communication", "synchronization", "blocking_copy", "memory_management",

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLES, shared_trace, make_store
+from scoped import stalls
 from typer.testing import CliRunner
 
-from traceq.analysis.stalls import advice, stalls
+from traceq.advice.stall_advice import advice
 from traceq.store import Store
 
 
@@ -122,8 +123,8 @@ def test_kineto_per_step_dataloader_wait_matches_raw_json(rel, tmp_path):
 def test_data_steps_without_gaps_equal_the_raw_json(rel, tmp_path):
     """compare/model/check's light path (no GPU gap analysis) gives the same steps and data
     wait as the raw JSON, computed independently."""
-    from traceq.analysis.scope import open_scope
-    from traceq.analysis.stalls import data_steps
+    from traceq.engine.scope import open_scope
+    from traceq.engine.stall_attribution import data_steps
 
     path = shared_trace(rel)
     st = ingest(path, tmp_path / "store")
@@ -335,7 +336,7 @@ def test_timer_log_io_share_per_batch_and_timer_breakdown_match_the_log(tmp_path
     if importlib.util.find_spec("traceq.ingest.timers") is None:
         pytest.skip("timer-log ingestor not available")
     from traceq import timer
-    from traceq.analysis.breakdown import timer_breakdown
+    from scoped import timer_breakdown
 
     log = tmp_path / "run.jsonl"
     tmr = timer.CPUGPUTimer(log=str(log))

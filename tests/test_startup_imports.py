@@ -116,7 +116,7 @@ def test_table_output_adds_rich_only(tmp_path, store):
     ("diff", "nsys_sample", "slow_dataloader"),
 ])
 def test_analysis_loads_no_ingest_or_process_pool_modules(tmp_path, store, command):
-    """The kernel rule table (traceq.categories: tomllib, the identity parser) is ingest's, and
+    """The kernel rule table (traceq.rules.categories: tomllib, the identity parser) is ingest's, and
     the process pool (multiprocessing) is only for runs mapped over ranks: an analysis of a
     small run in this process loads neither."""
     mods, r = loaded(tmp_path, *command, "--store", store)

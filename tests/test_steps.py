@@ -7,14 +7,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from traceq.analysis.scope import open_scope, parse_steps
-from traceq.analysis.stalls import stalls
+from traceq.engine.scope import open_scope, parse_steps
 from traceq.cli import app
 from traceq.errors import TraceqError
 from traceq.ingest import ingest
 from traceq.store import Store
 
 from conftest import SAMPLES, shared_trace
+from scoped import stalls
 
 
 def stall_steps(store, run, *args) -> list[tuple[int, str]]:

@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import SHARED_TRACES, shared_trace
-from traceq.analysis.overlap import across_ranks, overlap
-from traceq.analysis.scope import open_scope
-from traceq.analysis.summary import headline as summary_headline
-from traceq.analysis.summary import summary
+from scoped import overlap, summary
+from traceq.analyses.overlap import across_ranks
+from traceq.analyses.summary import headline as summary_headline
+from traceq.engine.scope import open_scope
 from traceq.cli import app
 from traceq.ingest import ingest
 
@@ -334,7 +334,7 @@ def test_each_op_gets_the_step_whose_span_holds_its_launch(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from kineto_synth import Trace
 
-    from traceq.analysis.overlap import prepare_overlap
+    from traceq.analyses.overlap import prepare_overlap
 
     t = Trace()
     for n, ts, dur in ((1, 0, 1000), (2, 1000, 1000), (3, 1500, 1200), (4, 3000, 100), (5, 3000, 500)):

@@ -12,7 +12,7 @@ are imported lazily so `traceq --help` stays fast.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _API = {
     "open_store": ("traceq.api", "open_store"),
@@ -48,6 +48,11 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(mod), attr)
     if name == "REGISTRY":
         return importlib.import_module("traceq.analyses.registry").REGISTRY
-    if not name.startswith("_") and name in _analyses():
+    import importlib.util
+
+    # `from traceq import <submodule>` asks here before importing it: never the registry then
+    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        raise AttributeError(name)
+    if name in _analyses():
         return importlib.import_module("traceq.api").analysis_function(name)
     raise AttributeError(name)

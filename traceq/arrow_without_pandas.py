@@ -5,8 +5,8 @@ reading it), and the first time it asks it imports pandas when pandas is install
 CPU (measured on this project's benchmark machine) in every process that touches pyarrow, a
 third of the ingest of a 33 MiB trace. traceq never hands pyarrow a pandas object. `apply()`
 hides pandas from the import system while pyarrow asks once (pyarrow remembers the answer for
-its input checks), so pyarrow's checks no longer load pandas; any other import of pandas works
-as before, and once pandas is imported `Table.to_pandas` still converts to it.
+its input checks), so pyarrow's checks do not load pandas; any other import of pandas works
+as usual, and once pandas is imported `Table.to_pandas` still converts to it.
 
 Only traceq's command-line process does this (`cli.main` sets TRACEQ_PYARROW_PANDAS=0, which
 the ingest workers it spawns inherit; their task calls `apply()` too): a Python program that

@@ -38,7 +38,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from .version import __version__
 
         typer.echo(f"traceq {__version__}")
         raise typer.Exit()
@@ -159,7 +159,7 @@ def ingest(
     """
     from .ingest.hashing import start_hashing
 
-    if fmt in INPUT_FORMATS:      # the old meaning of --format on ingest
+    if fmt in INPUT_FORMATS:      # --format naming an input format: taken as --input-format
         warn(f"--format {fmt} names an input format: use --input-format {fmt} (--format is the output format)")
         input_format, fmt = fmt, "table"
     if fmt not in ("table", "json", "csv"):

@@ -2,11 +2,11 @@
 
 Typer (>= 0.2x) coerces every command-line value through a pydantic `TypeAdapter`, built when
 the command runs: importing pydantic and building the adapters costs ~0.1-0.2 s per command,
-a third of an analysis command's whole run on a small trace (issue 11's start-up budget).
+a third of an analysis command's whole run on a small trace.
 `install()` wraps typer's `build_runtime_param` so that a value of the declared type, or a
 string that plainly spells an integer / a decimal number, is converted directly; anything
 else (a malformed number, a path, a choice, a parser, min/max bounds) goes to typer's own
-pydantic-backed coercion, so errors and edge cases read exactly as before. On a typer
+pydantic-backed coercion, so errors and edge cases read exactly as typer's own. On a typer
 without this hook (older versions, no pydantic) `install()` does nothing.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One clock for the ranks of a run (DESIGN §8).
+"""One clock for the ranks of a run.
 
 Each rank's times are on its own clock; `runs.clock_offset_ns` (Kineto
 `baseTimeNanoseconds`, nsys `utcEpochNs`) maps them to epoch ns. Hosts' clocks disagree by
@@ -11,10 +11,10 @@ the same atomic manifest write that commits the ranks (`align_rows`, the hook of
     t + clock_offset_ns + coalesce(clock_refine_ns, 0)
 
 `clock_refine_ns` is NULL when nothing was aligned (a single rank, no collective shared with
-another rank). `traceq ranks` reads it, and computes it (`refine`) for stores from before.
+another rank). `traceq ranks` reads it, and computes it (`refine`) for a run whose manifest holds none.
 
-SQL: queries/ranks_rank.sql (the collective instances of each rank, with their matching
-key), queries/clock_refine.sql (the refinement).
+SQL: sql/ranks_rank.sql (the collective instances of each rank, with their matching
+key), sql/clock_refine.sql (the refinement).
 """
 from __future__ import annotations
 

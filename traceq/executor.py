@@ -1,4 +1,4 @@
-"""Where per-rank tasks run (DESIGN §8): a local process pool or a Dask distributed cluster.
+"""Where per-rank tasks run: a local process pool or a Dask distributed cluster.
 
 Ingest and per-rank analyses are a map over ranks; `run_map(fn, items)` runs `fn(item)`
 for every item on the chosen executor and returns the results in completion order.

@@ -1,4 +1,4 @@
-"""Render analysis results (polars DataFrames) as rich tables, JSON or CSV (DESIGN §5).
+"""Render analysis results (polars DataFrames) as rich tables, JSON or CSV.
 
 Column names carry their unit as a suffix, and rendering derives headers from it:
 `*_ns` durations are shown in µs, ms or s (one unit per table), `pct`/`*_pct` as %, `*_s` in
@@ -16,54 +16,7 @@ from typing import Iterable
 import polars as pl
 
 FORMATS = ("table", "json", "csv")
-NAME_WIDTH = 60
-
-
-def shorten(text: str, width: int = NAME_WIDTH) -> str:
-    """Shorten in the middle: 'void at::native::vectorized_el…<float>(int, float)'."""
-    if text is None or len(text) <= width:
-        return text
-    keep = width - 1
-    head = (keep + 1) // 2
-    return text[:head] + "…" + text[len(text) - (keep - head):]
-
-
-def shorten_distinct(values: list, width: int) -> list:
-    """`shorten` every value, except where two different values would then look the same:
-    those are cut around the first character where they differ instead (their start, an
-    ellipsis, then the differing part), so distinct names stay distinct on a narrow terminal."""
-    out = [shorten(v, width) for v in values]
-    seen: dict[str, set] = {}
-    for v, s in zip(values, out):
-        if v is not None:
-            seen.setdefault(s, set()).add(v)
-    fixed = {}
-    for group in seen.values():
-        if len(group) > 1:
-            at = len(_common_prefix(group))
-            fixed.update((v, _cut_around(v, at, width)) for v in group)
-    return [fixed.get(v, s) for v, s in zip(values, out)] if fixed else out
-
-
-def _common_prefix(group) -> str:
-    lo, hi = min(group), max(group)
-    n = 0
-    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
-        n += 1
-    return lo[:n]
-
-
-def _cut_around(text: str, at: int, width: int) -> str:
-    """`text` in `width` characters keeping its first third and the part from position `at`
-    (where it differs from a look-alike), with an ellipsis at each cut."""
-    if len(text) <= width or width < 8:
-        return shorten(text, width)
-    head = width // 3
-    start = max(head + 1, min(at - 2, len(text) - (width - head - 1)))   # 2 characters of context
-    rest = width - head - 1
-    if start + rest < len(text):
-        return text[:head] + "…" + text[start:start + rest - 1] + "…"
-    return text[:head] + "…" + text[start:]
+from .text import NAME_WIDTH, shorten, shorten_distinct
 
 
 def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH) -> pl.DataFrame:
@@ -79,7 +32,7 @@ def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH) -> pl.DataFrame:
         [c for c in ("identity", "library") if c in df.columns])
 
 
-def _duration_unit(values: pl.Series) -> tuple[str, float]:
+def duration_unit(values: pl.Series) -> tuple[str, float]:
     vals = values.drop_nulls().abs()
     vals = vals.filter(vals > 0)          # zeros (no GPU work, ...) say nothing about the scale
     ref = vals.median() if len(vals) else 0
@@ -90,9 +43,9 @@ def _duration_unit(values: pl.Series) -> tuple[str, float]:
     return "s", 1e9
 
 
-def _header_and_formatter(name: str, series: pl.Series, ns_unit=None):
+def header_and_formatter(name: str, series: pl.Series, ns_unit=None):
     if name.endswith("_ns"):
-        unit, div = ns_unit or _duration_unit(series)
+        unit, div = ns_unit or duration_unit(series)
         return f"{name[:-3]} ({unit})", lambda v: "" if v is None else f"{v / div:,.{1 if unit != 's' else 3}f}" if unit == "µs" else f"{v / div:,.3f}"
     if name == "pct":
         return "%", lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
@@ -233,10 +186,10 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     con = console(file=out)
     print_text(con, headline)
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
-    ns_unit = _duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
+    ns_unit = duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
     headers, cells, numeric = [], [], []
     for name in df.columns:
-        header, f = _header_and_formatter(name, df[name], ns_unit)
+        header, f = header_and_formatter(name, df[name], ns_unit)
         headers.append(clean(header))
         cells.append([clean(f(v)) for v in df[name].to_list()])
         numeric.append(df[name].dtype.is_numeric())

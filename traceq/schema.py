@@ -1,4 +1,4 @@
-"""The canonical tables of the store (DESIGN §2): one Arrow schema per table.
+"""The canonical tables of the store: one Arrow schema per table.
 
 Ingestors produce these columns (without `run`/`rank`, which the store adds); times are
 int64 nanoseconds on the source's own clock, `runs.clock_offset_ns` maps them to epoch ns.
@@ -141,7 +141,7 @@ RUNS_COLUMNS = [
     # matched across the run's ranks aligned (traceq.clocks); null when nothing was aligned
     ("clock_refine_ns", I64),
     # size of the source file: a file whose size no manifest row has cannot be unchanged, so
-    # ingest decodes it while its sha256 is still being computed (null in rows of older stores)
+    # ingest decodes it while its sha256 is still being computed (null in manifest rows written without it)
     ("source_bytes", I64),
 ]
 

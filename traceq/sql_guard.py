@@ -1,4 +1,4 @@
-"""What `traceq sql` may run (DESIGN §4.7 escape hatch, issue 8 defect 12).
+"""What `traceq sql`, the escape hatch of DuckDB SQL over the store, may run.
 
 By default only queries: every statement must be a SELECT (WITH, FROM-first, VALUES,
 DESCRIBE, SHOW, SUMMARIZE are SELECTs to DuckDB) or an EXPLAIN of one. Anything else —

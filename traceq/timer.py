@@ -462,7 +462,7 @@ def _device_now() -> str:
 
 
 def _header(timer_class: str, flags: dict[str, bool]) -> dict[str, Any]:
-    from . import __version__
+    from .version import __version__
 
     epoch_ns, perf_ns = _clock_anchor()
     rank, rank_var = _env_int(_RANK_VARS)

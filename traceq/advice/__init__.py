@@ -51,7 +51,7 @@ def _span_ns(stalls) -> int | None:
 
 def fix_first(fs: list[Finding]) -> str | None:
     """The one-line "Fix first" headline of the other analyses: the top finding of `fs`
-    (`run_findings(scope)`), or None when there is none."""
+    (`traceq.engine.findings.run_findings(scope)`), or None when there is none."""
     if not fs:
         return None
     f = fs[0]

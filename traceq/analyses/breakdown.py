@@ -41,7 +41,7 @@ def _install(scope: Scope) -> None:
 
 
 def _build_instances(scope: Scope, by: str) -> None:
-    """Temp table `bd_instances` on the scope's connection (queries/breakdown_instances.sql)."""
+    """Temp table `bd_instances` on the scope's connection (sql/breakdown_instances.sql)."""
     sources = region_sources(by)
     _install(scope)
     scope.df("CREATE OR REPLACE TEMP TABLE bd_instances AS " + load_sql("breakdown_instances"),
@@ -49,13 +49,13 @@ def _build_instances(scope: Scope, by: str) -> None:
 
 
 def instances_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
-    """Per region instance (see queries/breakdown_instances.sql)."""
+    """Per region instance (see sql/breakdown_instances.sql)."""
     _build_instances(scope, by)
     return scope.df("SELECT * FROM bd_instances ORDER BY rid")
 
 
 def partials_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
-    """Per rank and region: the sums and counts `breakdown` adds up (queries/breakdown_rank.sql)."""
+    """Per rank and region: the sums and counts `breakdown` adds up (sql/breakdown_rank.sql)."""
     _build_instances(scope, by)
     return scope.df(load_sql("breakdown_rank"))
 

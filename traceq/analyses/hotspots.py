@@ -40,7 +40,7 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
     """The verdict line. The top hotspot is named by its table label (`labels`: name -> the
     short label of traceq.kernels.labels) when given, so the line and the table agree; else by
     its name shortened in the middle (a signature is never cut mid-list at its end)."""
-    from ..render import shorten
+    from ..text import shorten
 
     if df.height == 0:
         return f"run {scope.run}: no GPU kernels, copies or memsets in scope ({no_gpu_reason(scope)})"

@@ -1,12 +1,12 @@
-"""Cross-rank analyses (DESIGN §8): clocks, collectives, arrival skew and the straggler.
+"""Cross-rank analyses: clocks, collectives, arrival skew and the straggler.
 
 A map over ranks, a small reduce: `rank_facts` runs once per rank on the executor (local
 process pool or Dask), reading that rank's files only, and returns its collective kernels
 (one row each), step count/time and exposed communication. The reduce joins those small
-frames in DuckDB (queries/collectives.sql, ranks.sql, collectives_by_type.sql). No process
+frames in DuckDB (sql/collectives.sql, ranks.sql, collectives_by_type.sql). No process
 ever holds more than one rank's events.
 
-SQL: queries/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
+SQL: sql/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
 rank), collectives.sql (clocks + instance matching), ranks.sql, collectives_by_type.sql.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class RanksResult:
     arrivals: pl.DataFrame | None = None   # rank_arrivals: each rank's collective kernels, common clock
 
     def to_json(self) -> dict:
-        """The `traceq ranks --format json` document (the exact interface of issue 10)."""
+        """The `traceq ranks --format json` document (a stable interface: keys and columns are fixed)."""
         return {
             "ranks": self.ranks.select(RANKS_COLUMNS).to_dicts(),
             "collectives": self.collectives.select(COLLECTIVE_COLUMNS).to_dicts(),
@@ -135,7 +135,7 @@ def ranks(store: Store | str | None = None, run: str | None = None,
 
 def rank_offsets(con, rows: list[dict]) -> pa.Table:
     """Each rank's clock -> the run's common clock: runs.clock_offset_ns + runs.clock_refine_ns
-    as ingest stored them (traceq/clocks.py); for a run ingested before ingest stored the
+    as ingest stored them (traceq/clocks.py); when no rank of the run has a stored
     refinement, computed here the same way from the collective kernels (table coll_kernels)."""
     from ..clocks import rank_clock, refine
 
@@ -286,7 +286,7 @@ def report_section(ctx) -> list:
     and the collectives by type."""
     from ..report.html import table
     from ..report.parts import Section, add, add_table
-    from ..report.ranks_view import ranks_timeline
+    from ..report.ranks_timeline import ranks_timeline
 
     if ctx.manifest.height <= 1:
         return []

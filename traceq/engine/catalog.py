@@ -1,4 +1,4 @@
-"""`runs` (what is in the store) and `sql` (the escape hatch, DESIGN §4.7)."""
+"""`runs` (what is in the store) and `sql` (the escape hatch: DuckDB SQL over the store's views)."""
 from __future__ import annotations
 
 from ..lazy import polars as pl

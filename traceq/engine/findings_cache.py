@@ -36,7 +36,7 @@ def _code_fingerprint() -> str:
     """traceq's version and the size and mtime of each of its source files (.py, .sql, .toml)."""
     global _code
     if _code is None:
-        from .. import __version__
+        from ..version import __version__
 
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256(__version__.encode())

@@ -26,11 +26,8 @@ from ..lazy import polars as pl
 
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
-from .scope import Scope, open_scope
+from .scope import IN_PROCESS_RANKS, Scope, open_scope
 
-# Without --jobs, the local executor runs this many ranks or fewer in this process, one after
-# the other (a spawned pool costs more than it saves); more ranks get a process pool.
-IN_PROCESS_RANKS = 8
 
 
 def mapped(scope: Scope) -> bool:

@@ -6,7 +6,7 @@ and registers a temp table `scope_window(rank, lo_ns, hi_ns)` with, per rank, th
 window to analyse: the whole rank, or the span of the selected steps. Analyses join on it,
 so every analysis honours the same scope the same way.
 
-Steps come from queries/steps.sql (one source per rank: --step-pattern regions, else
+Steps come from sql/steps.sql (one source per rank: --step-pattern regions, else
 ProfilerStep#N, else timer BATCH, else DataLoader iterations) and carry the numbers the
 tables show. `--skip-first N` drops each rank's first N steps (warm-up), then
 `--steps A:B` keeps steps A to B, both included.
@@ -20,6 +20,11 @@ from ..lazy import polars as pl
 
 from ..errors import TraceqError
 from ..store import Store, fetch_pl, register_pl
+
+
+# Without --jobs, the local executor runs this many ranks or fewer in this process, one after
+# the other (a spawned pool costs more than it saves); more ranks get a process pool.
+IN_PROCESS_RANKS = 8
 
 
 @dataclass
@@ -47,7 +52,7 @@ class Scope:
         self._steps_ready = True
 
     def ensure_links(self, empty: bool = False) -> None:
-        """Temp table scope_links (queries/launch_links.sql): every GPU op of the scope's ranks
+        """Temp table scope_links (sql/launch_links.sql): every GPU op of the scope's ranks
         with the runtime/driver call that launched it, joined once for the queries that need it.
         `empty`: only its columns (a query that names it but reads none of it), unless built."""
         if not self._links_ready:
@@ -100,7 +105,7 @@ def check_regex(con, option: str, pattern: str) -> None:
 
 
 def step_list(con, run: str, step_pattern: str | None = None) -> pl.DataFrame:
-    """Every step of every rank of `run` (queries/steps.sql): rank, step, step_source, start_ns, end_ns."""
+    """Every step of every rank of `run` (sql/steps.sql): rank, step, step_source, start_ns, end_ns."""
     from ..sql import load as load_sql
     if step_pattern:
         check_regex(con, "--step-pattern", step_pattern)
@@ -152,12 +157,10 @@ def resolve_run(con, run: str | None, store: Store) -> str:
 
 def _map_over(executor, n_ranks: int) -> bool:
     """Map a run's ranks over the executor when it has more ranks than one process handles
-    well (traceq.engine.per_rank.IN_PROCESS_RANKS), or when the user asked for an executor
+    well (IN_PROCESS_RANKS), or when the user asked for an executor
     (`--executor dask`, `--jobs`, TRACEQ_EXECUTOR). A few ranks without that are analysed in
     one process: the same result, without a per-rank task's fixed cost (~0.2-0.7 s each)."""
     import os
-
-    from .per_rank import IN_PROCESS_RANKS
 
     return (n_ranks > IN_PROCESS_RANKS or executor.kind == "dask" or bool(executor.jobs)
             or bool(os.environ.get("TRACEQ_EXECUTOR")))

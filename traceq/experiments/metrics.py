@@ -1,9 +1,9 @@
 """Per-run metrics: one table (run × metric) that compare, model and check read.
 
 Sources, per run:
-- traced runs (nsys, Kineto, traceq timer logs): queries/run_metrics.sql over the run's
+- traced runs (nsys, Kineto, traceq timer logs): sql/run_metrics.sql over the run's
   steps (stalls_steps.sql; where that finds only the whole trace, NVTX step ranges from
-  queries/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
+  sql/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
   step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>;
 - throughput = batch / step_time, items/s, when the run has a `batch` (or `b`, `bs`,
   `batch_size`) label;
@@ -104,8 +104,8 @@ def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
     labels = run_labels(st)
     traced = [run for run in names if any((r["n_gpu_ops"] or 0) + (r["n_host_ops"] or 0) + (r["n_regions"] or 0)
                                           for r in manifest if r["run"] == run)]
-    # each run has its own DuckDB database, and DuckDB releases the GIL while a query runs
-    # (45 small runs: 7.5 s -> 4.3 s on 2 cores)
+    # each run has its own DuckDB database, and DuckDB releases the GIL while a query runs,
+    # so the runs are read on threads in parallel
     trace_rows = dict(zip(traced, ordered_map(lambda run: _trace_rows(st, run), traced)))
     rows: list[dict] = []
     for run in names:

@@ -30,7 +30,7 @@ def _words(name: str) -> list[str]:
 
 
 def _shorten(text: str, width: int) -> str:
-    from ..render import shorten
+    from ..text import shorten
 
     return shorten(text, width)
 

@@ -1,5 +1,5 @@
 """The HTML report: page.py assembles it (build_report), parts.py holds what a page is made of,
-html.py renders it, figures.py, timeline.py and ranks_view.py draw its charts. What each
+html.py renders it, figures.py, timeline.py and ranks_timeline.py draw its charts. What each
 analysis shows is its own `report_section` (traceq/analyses)."""
 from __future__ import annotations
 

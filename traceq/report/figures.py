@@ -58,7 +58,7 @@ def esc(text: str) -> str:
 
 
 def _short(names: list[str], width: int = 48) -> list[str]:
-    from ..render import shorten
+    from ..text import shorten
 
     return [esc(shorten(n or "", width)) for n in names]
 

@@ -57,17 +57,17 @@ def table(df: pl.DataFrame | None, *, caption: str | None = None, max_rows: int 
     (or, for a column named in `titles`, the text given there: e.g. the advice behind a label)."""
     if df is None or df.height == 0:
         return None
-    from ..render import _duration_unit, _header_and_formatter, shorten, with_short_names
+    from ..render import duration_unit, header_and_formatter, shorten, with_short_names
 
     total = df.height
     df = df.head(max_rows)
     full_names = df["name"].to_list() if "identity" in df.columns and "name" in df.columns else None
     df = with_short_names(df, 80)
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
-    ns_unit = _duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
+    ns_unit = duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
     headers, fmts, numeric = [], [], []
     for name in df.columns:
-        h, f = _header_and_formatter(name, df[name], ns_unit)
+        h, f = header_and_formatter(name, df[name], ns_unit)
         headers.append(h)
         fmts.append(f)
         numeric.append(df[name].dtype.is_numeric())

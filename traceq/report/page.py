@@ -62,7 +62,7 @@ def resolve_runs(store, runs: list[str] | None) -> list[str]:
 def build_report(store=None, runs: list[str] | None = None, out_path: str | Path = "report.html",
                  title: str | None = None) -> ReportResult:
     """Write the HTML report of `runs` (default: the most recent run) to `out_path`, atomically."""
-    from .. import __version__
+    from ..version import __version__
     from ..errors import TraceqError
     from ..store import Store
     from .html import render_page

@@ -1,9 +1,9 @@
-"""Kernel categories: one ordered rule table (DESIGN §4.2), data in `rules/categories.toml`.
+"""Kernel categories: one ordered rule table, data in `rules/categories.toml`.
 
 A rule names a category and conditions on the op kind, the kernel's library and identity
 (traceq.kernels.identity) and, only where those cannot tell, the full name; first matching rule
 wins. Users extend the table by putting rules in front (`TRACEQ_CATEGORIES` = a TOML file of
-`[[rule]]` entries in the same format; the old keys `pattern` (= `name`) and `kinds` still work,
+`[[rule]]` entries in the same format; `pattern` is accepted as another spelling of `name`;
 see README). Categories, identities and libraries are assigned at ingest, once per distinct
 (name, kind).
 """

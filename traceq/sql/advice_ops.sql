@@ -11,12 +11,12 @@
 -- records) have both flags false.
 --
 -- Parameters: $run (text). Requires scope_window and the macros of intervals.sql
--- (queries.install_macros).
+-- (traceq.sql.install_macros).
 --
 -- Output columns (one row per distinct (kind, name, category, src_kind, dst_kind,
 -- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):
 --   kind, name, identity, category   the ops (identity: traceq.kernels.identity; category:
---                                traceq.categories)
+--                                traceq.rules.categories)
 --   src_kind, dst_kind           memcpy only
 --   in_zero_grad                 launched inside a zero_grad context (bool)
 --   in_optimizer                 launched inside an optimizer-step context (bool)

@@ -1,11 +1,11 @@
--- breakdown: per-region CPU time versus the GPU work launched inside it (DESIGN §4.3;
--- nsys `nvtx_gpu_proj_sum` semantics).
+-- breakdown: per-region CPU time versus the GPU work launched inside it (nsys
+-- `nvtx_gpu_proj_sum` semantics).
 --
 -- Input: the table bd_partials (breakdown_rank.sql: per rank and region, sums and counts
 -- over the instances of bd_instances, built by breakdown_instances.sql; read its header for
 -- the projection rule: a GPU op belongs to every range on the launching thread that fully
 -- contains its launch API call). The ranks are summed here: in one process, or after each
--- rank ran on a worker (traceq.analysis.per_rank), with the same result.
+-- rank ran on a worker (traceq.engine.per_rank), with the same result.
 --
 -- Definition, per region (source, domain, name), summed over instances and ranks:
 --   CPU time        = Σ (end − start) of the instances (children are not subtracted, so

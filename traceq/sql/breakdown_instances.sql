@@ -4,7 +4,7 @@
 -- Regions of the scope: run $run, the ranks of scope_window, and (with --steps) the regions
 -- that start inside the step window; only the sources listed in $sources.
 --
--- Projection rule (nsys nvtx_gpu_proj, REFERENCE A2.2) for CPU-side regions (sources nvtx,
+-- Projection rule (that of nsys' nvtx_gpu_proj_trace report) for CPU-side regions (sources nvtx,
 -- annotation, step, dataloader):
 --   * a *launch* is a host API call (host_ops kind runtime | driver | sync_api) whose
 --     correlation id matches a GPU op (gpu_ops kind kernel | memcpy | memset; `sync`

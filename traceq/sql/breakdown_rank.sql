@@ -1,7 +1,7 @@
 -- breakdown_rank: the per-rank partial sums of `breakdown` (breakdown.sql), one row per rank
 -- and region (source, domain, name). breakdown.sql adds these rows up over the ranks, so the
 -- same numbers come out whether the ranks are aggregated in one process or each rank on a
--- worker (traceq.analysis.per_rank): every column is a sum or a count, and the mean is
+-- worker (traceq.engine.per_rank): every column is a sum or a count, and the mean is
 -- Σ sums / Σ counts.
 --
 -- Input: the temp table bd_instances (breakdown_instances.sql). Parameters: none.

@@ -1,6 +1,7 @@
 -- clock_refine: put the ranks of a run on one clock by aligning the ends of their matched
--- collectives (DESIGN §8). Ingest runs it when it commits a run's ranks and stores the result
--- in runs.clock_refine_ns (traceq/clocks.py); `traceq ranks` runs it for stores from before.
+-- collectives. Ingest runs it when it commits a run's ranks and stores the result
+-- in runs.clock_refine_ns (traceq/clocks.py); `traceq ranks` runs it for a run whose
+-- manifest holds no refinement.
 --
 -- Requires: table coll_kernels (ranks_rank.sql, every rank of the run) and rank_clock(rank,
 -- raw_offset_ns = runs.clock_offset_ns: the rank's own clock -> epoch ns, from Kineto

@@ -1,10 +1,10 @@
 -- collectives: one time base for every rank, and each collective instance matched across
--- ranks (DESIGN §8; HTA's get_comm_comp_overlap / NCCL-tests definitions, REFERENCE.md).
+-- ranks (message size and bus bandwidth as NCCL-tests define them, see below).
 --
 -- Requires: table coll_kernels (ranks_rank.sql, every rank) and rank_offsets(rank,
 -- raw_offset_ns, refine_ns, clock_offset_ns): raw_offset_ns = runs.clock_offset_ns (the
--- rank's clock -> epoch ns), refine_ns = runs.clock_refine_ns or, for stores from before it,
--- clock_refine.sql (0 when nothing was aligned), clock_offset_ns = their sum: the rank's
+-- rank's clock -> epoch ns), refine_ns = runs.clock_refine_ns or, for a run whose manifest holds
+-- none, clock_refine.sql (0 when nothing was aligned), clock_offset_ns = their sum: the rank's
 -- clock -> the run's common clock,  t_common = t + clock_offset_ns.
 --
 -- Per instance (grp, coll, k) on the common clock:

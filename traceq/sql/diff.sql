@@ -1,4 +1,4 @@
--- diff: what changed between run A and run B (DESIGN §4.6).
+-- diff: what changed between run A and run B.
 --
 -- Inputs: the diff_side.sql tables of each run, registered as a_categories, a_kernels,
 -- a_regions (run A, the baseline) and b_categories, b_kernels, b_regions (run B).

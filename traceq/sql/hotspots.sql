@@ -14,7 +14,7 @@
 --   name          kernel / operation name (full)
 --   identity      kernel identity (traceq.kernels.identity; NULL in stores written before it existed)
 --   library       kernel vendor/library
---   category      rule-table category (traceq.categories)
+--   category      rule-table category (traceq.rules.categories)
 --   kind          kernel | memcpy | memset
 --   count         number of ops
 --   total_ns      sum of durations, ns

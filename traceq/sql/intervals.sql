@@ -80,7 +80,7 @@ WHERE next_start > end_ns;
 -- bucket is one of the outer's). Within one bucket of class c only intervals of length
 -- >= 2^c meet, so candidates per lookup are bounded by ~3 per nesting level. Rows:
 -- 3 x outer + (classes per key) x inner; candidates are O(inner x classes x depth), linear
--- in the data for a fixed nesting structure (checked by benchmarks/: 1x -> 16x).
+-- in the data for a fixed nesting structure (benchmarks/ checks it on 1x to 16x the data).
 
 CREATE OR REPLACE TEMP MACRO iv_contains(outer_t, inner_t) AS TABLE
 WITH o AS (

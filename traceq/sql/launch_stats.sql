@@ -1,5 +1,5 @@
--- launch_stats: how the host feeds the GPU, per rank (HTA get_cuda_kernel_launch_stats and
--- queue-length definitions, REFERENCE A1.7).
+-- launch_stats: how the host feeds the GPU, per rank (the launch CPU time and launch delay of
+-- HTA's get_cuda_kernel_launch_stats, defined below).
 --
 -- Definition: a launch is a host runtime/driver call linked by correlation id (same rank
 -- and process) to a GPU kernel of the scope (kernels that start inside the step window).

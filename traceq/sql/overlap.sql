@@ -1,5 +1,6 @@
 -- overlap: how much communication is hidden under computation, per rank or per step
--- (DESIGN §4.5; HTA's get_comm_comp_overlap, REFERENCE.md A1.5).
+-- (overlap_pct is HTA's get_comm_comp_overlap: the share of communication time during which
+-- compute also runs).
 --
 -- Definition, for each group of ops of overlap_ops (summary_ops.sql decides the window and
 -- which ops are communication / compute; overlap_ops.sql the launching step): with $by = 'rank' a rank (all its ops), with
@@ -17,8 +18,8 @@
 --                      its communication (some may be launched outside every step).
 --   exposed_step_pct = 100 · exposed / step_ns     (exposed comm as a share of step time).
 --                      Never above 100 %: exposed comm lies inside the group's comm, which
---                      lies inside step_ns (an earlier denominator, the CPU step alone, gave
---                      114.6 % on a real trace whose steps' collectives outlived them).
+--                      lies inside step_ns (the CPU step alone would not do: a step's
+--                      collectives can outlive it, which would give shares above 100 %).
 -- Every stream of the rank is pooled, as in HTA. With --steps, a rank row holds the ops that
 -- start inside the selected steps (as in every analysis) and step rows are given for the
 -- selected steps only. A rank without ops has no row.

@@ -1,4 +1,4 @@
--- overlap_ranks: communication/compute overlap across the ranks of a run (DESIGN §4.5).
+-- overlap_ranks: communication/compute overlap across the ranks of a run.
 --
 -- Reads the rank rows of overlap.sql, registered as table overlap_by_rank. Ranks without
 -- communication do not enter the min/median/max of overlap_pct or exposed_ns.

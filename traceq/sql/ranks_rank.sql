@@ -1,4 +1,4 @@
--- ranks_rank: the per-rank facts that the cross-rank analyses reduce (DESIGN §8). Runs once
+-- ranks_rank: the per-rank facts that the cross-rank analyses reduce. Runs once
 -- per rank, on the executor, over that rank's files only; its output is small (one row per
 -- collective instance of the rank), never the rank's events. Ingest runs it over all the
 -- ranks of a run at once ($rank NULL) to align their clocks (traceq/clocks.py).

@@ -1,4 +1,4 @@
--- run_metrics: per-run metrics of one traced run, one definition each (DESIGN §10).
+-- run_metrics: per-run metrics of one traced run, one definition each.
 --
 -- Input: the temp table xm_steps (rank, step, step_source, step_ns, data_wait_ns) holding the
 -- run's steps as stalls_steps.sql defines them (ProfilerStep, else timer BATCH, else

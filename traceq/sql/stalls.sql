@@ -1,6 +1,6 @@
 -- stalls: GPU starvation by cause — how much GPU idle time, in gaps of at least
 -- --min-gap-us, the host spent on each activity of the fixed stall vocabulary
--- (DESIGN §4.4; the per-gap split and the precedence are defined in stalls_gaps.sql).
+-- (the per-gap split and the precedence are defined in stalls_gaps.sql).
 --
 -- Definition: GPU span = Σ over (rank, device) of (last op end − first op start) in scope
 -- (st_busy). For each cause, the gap time attributed to it summed over all gaps.

@@ -1,4 +1,4 @@
--- stalls_busy: when each GPU is busy (input of `stalls`, DESIGN §4.4).
+-- stalls_busy: when each GPU is busy (input of `stalls`).
 --
 -- Definition: per (rank, device), the union of the intervals of all GPU ops of kind kernel,
 -- memcpy or memset (`sync` records are host waits, not GPU work; HTA excludes them too),

@@ -1,4 +1,4 @@
--- stalls_data: when the host is loading data (input of `stalls`, DESIGN §4.4).
+-- stalls_data: when the host is loading data (input of `stalls`).
 --
 -- Definition: per rank, the union over all its processes and threads of
 --   * DataLoader spans: regions of source `dataloader` (Kineto

@@ -1,4 +1,4 @@
--- stalls_gaps: GPU idle gaps and what the host was doing meanwhile (DESIGN §4.4).
+-- stalls_gaps: GPU idle gaps and what the host was doing meanwhile.
 --
 -- Definition: a gap is a hole of at least $min_gap_ns between consecutive busy intervals
 -- of one GPU (st_busy, per rank and device; idle time before the first and after the last
@@ -47,7 +47,7 @@
 --                    began (its runtime/driver launch call had returned at or before start_ns):
 --                    the host had issued the next work and the GPU waited on something else
 --                    (an event, a peer, work the trace does not show). As in HTA's idle-time
---                    rule (REFERENCE A1.4), a gap is the host's (host_wait) only when the next
+--                    breakdown, a gap is the host's (host_wait) only when the next
 --                    op was not issued yet; a launch call still running when the gap begins
 --                    is the host still launching (HTA: kernel_wait). False when no launch
 --                    call of that op is recorded

@@ -1,7 +1,8 @@
 -- stalls_steps: per step, how long the host waited for data and how much of that the GPU
--- sat idle (DESIGN §4.4; TensorBoard-profiler "DataLoader" share, REFERENCE A3.2/A3.4).
+-- sat idle (the PyTorch profiler TensorBoard plugin reports the first as the "DataLoader"
+-- share of step time).
 --
--- Steps: the scope's steps (temp table scope_steps, from queries/steps.sql: --step-pattern
+-- Steps: the scope's steps (temp table scope_steps, from sql/steps.sql: --step-pattern
 -- regions, else ProfilerStep#N, else timer BATCH, else DataLoader iterations; narrowed by
 -- --skip-first and --steps); a rank without any is one step, first to last event (host or
 -- GPU), step_source 'trace'.

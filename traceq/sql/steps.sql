@@ -1,5 +1,5 @@
 -- steps: the training steps of each rank, numbered as every table shows them; `--steps`,
--- `--skip-first` and `stalls` select from this list (analysis/scope.py).
+-- `--skip-first` and `stalls` select from this list (engine/scope.py).
 --
 -- Steps, per rank, from the first of these sources that the rank has:
 --   0. with --step-pattern: host regions (any source but GPU-side copies) whose name matches

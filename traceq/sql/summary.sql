@@ -1,4 +1,4 @@
--- summary: where the GPU timeline goes, per rank (DESIGN §4.1; HTA's temporal breakdown).
+-- summary: where the GPU timeline goes, per rank (HTA's temporal breakdown).
 --
 -- Definition, per rank, over the ops of analysis_ops (summary_ops.sql: which ops, which
 -- window, which are "compute"), all streams and devices of the rank pooled:

@@ -7,12 +7,13 @@
 --   the ops that start inside the selected ProfilerSteps). `sync` rows (Kineto cuda_sync:
 --   "Stream Wait Event", "Stream Sync", "Event Sync"; nsys synchronization) are NOT GPU
 --   work: they are the GPU waiting, so counting them as busy would hide idle time.
---   Classes from the rule table (gpu_ops.category, traceq.categories):
+--   Classes from the rule table (gpu_ops.category, traceq.rules.categories):
 --     communication = category 'communication' (nccl/rccl/hccl kernels)
 --     memory        = kind memcpy/memset, or category memcpy/memset (fill/zero kernels)
 --     compute       = every other kernel (category not communication/memcpy/memset/sync)
 --
--- Window $window = 'hta' (reproduces HTA 0.5.0, REFERENCE.md A1.1-A1.3, A1.5):
+-- Window $window = 'hta' (reproduces the temporal breakdown and the comm/compute overlap of
+-- HTA 0.5.0, Holistic Trace Analysis, with its loading, filtering and kernel classes):
 --   * GPU rows are all gpu_ops whose stream is not -1: kernels, memcpy, memset AND cuda_sync
 --     rows that carry a stream (device-level syncs have stream -1 and are CPU rows in HTA).
 --   * Only when the run holds at least 2 distinct names containing "ProfilerStep" (HTA
@@ -38,8 +39,8 @@
 --
 -- Parameters: $run (text), $window ('all' | 'hta'), $run_step_names (the number of distinct
 -- *ProfilerStep* names of the whole run, when the connection holds only some of its ranks: a
--- per-rank task, traceq.analysis.per_rank; NULL = count them here); ranks and the step window
--- come from the temp table scope_window(rank, lo_ns, hi_ns) (traceq.analysis.scope).
+-- per-rank task, traceq.engine.per_rank; NULL = count them here); ranks and the step window
+-- come from the temp table scope_window(rank, lo_ns, hi_ns) (traceq.engine.scope).
 --
 -- Output: temp table analysis_ops
 --   rank       rank
