@@ -209,7 +209,7 @@ def report_section(ctx) -> list:
     from ..report.html import table
     from ..report.parts import Section, add, add_table
 
-    sec = Section("regions", "Regions: CPU versus GPU time",
+    sec = Section("regions", ANALYSIS.report,
                   intro="Per region (NVTX range, record_function annotation, DataLoader call, timer key): CPU time "
                         "in the range, and the GPU work launched inside it — projected (first op start to last op "
                         "end) and busy (union of the ops), nsys nvtx_gpu_proj_sum semantics.")

@@ -221,7 +221,7 @@ def report_section(ctx) -> list:
     st = ctx.results.get("stalls")
     if st is None:
         return []
-    sec = Section("fix", "Fix first", lead=True,
+    sec = Section("fix", ANALYSIS.report, lead=True,
                   intro="What bounds this run (largest share of the GPU span: GPU busy, or the stall cause of the "
                         "idle gaps) and the findings whose evidence is in the trace, largest estimated gain per step "
                         "first (traceq diagnose, per rank).")

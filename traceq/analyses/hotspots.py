@@ -95,7 +95,7 @@ def report_section(ctx) -> list:
     hot = ctx.results.get("hotspots")
     if hot is None:
         return []
-    sec = Section("hotspots", "Kernel hotspots",
+    sec = Section("hotspots", ANALYSIS.report,
                   intro="Per kernel / copy / memset name (nsys cuda_gpu_kern_sum semantics): count, total and "
                         "per-op statistics, share of all GPU op time. Avoidable work is highlighted with what to do.")
     sec.headline = headline(hot, ctx.scope)

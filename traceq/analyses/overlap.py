@@ -191,7 +191,7 @@ def report_section(ctx) -> list:
     from ..report.html import table
     from ..report.parts import Section, add, add_table
 
-    sec = Section("overlap", "Communication / compute overlap",
+    sec = Section("overlap", ANALYSIS.report,
                   intro="Communication kernel time hidden under compute kernels (overlapped) and not (exposed), "
                         "per step and rank; overlap % = 100 · overlapped / communication (HTA's definition).")
     with ctx.guard(sec, "overlap"):

@@ -290,7 +290,7 @@ def report_section(ctx) -> list:
 
     if ctx.manifest.height <= 1:
         return []
-    sec = Section("ranks", "Across ranks: collectives, skew and stragglers",
+    sec = Section("ranks", ANALYSIS.report,
                   intro="Every rank's collective kernels on one clock (trace base times, refined by aligning the "
                         "ends of matched collectives), one row per rank: a rank whose bars start late is the one "
                         "the others wait for. Per rank: lateness and waiting; per collective type: arrival skew "

@@ -108,7 +108,7 @@ def report_section(ctx) -> list:
     from ..report.html import table
     from ..report.parts import Section, add, add_table
 
-    sec = Section("stalls", "Data-loading stalls and GPU starvation",
+    sec = Section("stalls", ANALYSIS.report,
                   intro="Per step: the time the host spent waiting for data (DataLoader, timer IO or data regions) and the "
                         "rest of the step; "
                         "GPU idle gaps ≥ 50 µs attributed to what the host was doing (data_loading, communication, "

@@ -112,7 +112,7 @@ def report_section(ctx) -> list:
     from ..report.parts import Section, add
     from .hotspots import hotspots_scoped
 
-    sec = Section("gpu", "Where GPU time goes",
+    sec = Section("gpu", ANALYSIS.report,
                   intro="GPU op time per kernel category (avoidable categories outlined in red) and, per rank, the "
                         "split of the GPU span into compute, non-compute (communication, copies, memsets) and idle.")
     with ctx.guard(sec, "hotspots"):
