@@ -117,7 +117,7 @@ def small_chunks(monkeypatch):
     monkeypatch.setattr(kineto, "_CHUNK", 7)
     monkeypatch.setattr(kineto, "_ROW_GROUP", 50)
     monkeypatch.setattr(kineto_translate, "_TCHUNK", 64)
-    monkeypatch.setattr("traceq.store.STREAM_ROW_GROUP", 100)
+    monkeypatch.setattr("traceq.store.writer.STREAM_ROW_GROUP", 100)
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -308,7 +308,7 @@ def test_streamed_row_groups_are_bounded_in_bytes_as_well_as_rows(small_chunks, 
     row groups."""
     path = write_trace(tmp_path / "t.json", synthetic_events())
     ingest([path], tmp_path / "a", jobs=1)
-    monkeypatch.setattr("traceq.store.STREAM_GROUP_BYTES", 2048)
+    monkeypatch.setattr("traceq.store.writer.STREAM_GROUP_BYTES", 2048)
     ingest([path], tmp_path / "b", jobs=1)
     for table in ("gpu_ops", "host_ops"):
         fa, fb = (next((tmp_path / s / table).rglob("*.parquet")) for s in ("a", "b"))

@@ -26,6 +26,7 @@ import pytest
 
 from traceq import timer
 from traceq.timer import TimeType
+from traceq.timer.warn import WARNED
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 REPO = Path(__file__).resolve().parents[1]
@@ -238,7 +239,7 @@ def test_runs_without_torch(tmp_path):
 def test_gpu_timing_without_cuda_degrades_to_not_available(tmp_path):
     if cuda_available():
         pytest.skip("CUDA is available here; covered by test_gpu_events_measure_async_work")
-    timer._WARNED.discard("gpu")
+    WARNED.discard("gpu")
     log = tmp_path / "nogpu.jsonl"
     tmr = timer.CPUGPUTimer(log=log)
     with pytest.warns(RuntimeWarning, match="GPU timing not available"):
@@ -556,7 +557,7 @@ def test_timers_sharing_a_log_path_share_one_file(tmp_path):
 def test_without_torch_markers_warn_and_continue():
     if HAS_TORCH:
         pytest.skip("torch is installed: see test_record_function_regions_reach_the_profiler")
-    timer._WARNED.discard("markers-torch")
+    WARNED.discard("markers-torch")
     with pytest.warns(RuntimeWarning, match="need torch"):
         t = timer.Timer(nvtx=True, record_function=True)
     t.start("r")
@@ -578,7 +579,7 @@ def test_record_function_regions_reach_the_profiler():
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
 def test_nvtx_without_cuda_build_does_not_crash():
-    timer._WARNED.discard("nvtx")
+    WARNED.discard("nvtx")
     t = timer.Timer(nvtx=True)
     if cuda_available():
         t.start("n")

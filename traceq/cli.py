@@ -336,7 +336,8 @@ def main() -> None:
     cluster are closed by the map that used them, temporary folders are removed by their owners.
     An exception other than SystemExit (only with --debug) propagates as usual.
     """
-    from . import allocators, arrow_without_pandas, store
+    from . import allocators, arrow_without_pandas
+    from .store import exchange as store
 
     store.ARROW_STREAMS = True
     os.environ.setdefault(arrow_without_pandas.ENV, "0")   # inherited by the ingest workers
