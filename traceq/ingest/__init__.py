@@ -32,11 +32,11 @@ _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz
 def _reader(fmt: str) -> Callable[[Path], Parsed]:
     """The reader of a format that returns its tables (Kineto and nsys stream: `_read`)."""
     if fmt == "timer":
-        from .timers import read_log as read
+        from .timers.log import read_log as read
     elif fmt == "deep500":
-        from .timers import read_stats as read
+        from .timers.deep500 import read_stats as read
     elif fmt == "mila":
-        from ..experiments.mila import read
+        from .timers.mila import read
     else:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     return read
@@ -142,11 +142,11 @@ def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
     """Translate one file. Kineto and nsys stream: they write their tables when staged
     (`Parsed.fill`; Kineto decodes into `scratch` first); the other readers return their tables."""
     if fmt == "kineto":
-        from .kineto import read
+        from .kineto.reader import read
 
         return read(path, scratch)
     if fmt == "nsys":
-        from .nsys import read
+        from .nsys.reader import read
 
         return read(path, stream=True)
     return _reader(fmt)(path)
