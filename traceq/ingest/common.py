@@ -11,6 +11,11 @@ import pyarrow as pa
 from ..errors import BadInput
 
 
+class NotATrace(BadInput):
+    """The file is no trace of a format traceq reads (a damaged trace is a plain BadInput): a
+    file of a directory that raises it is skipped with a warning, a file named alone fails."""
+
+
 @dataclass
 class Parsed:
     """One source file translated to canonical tables (see traceq.schema) plus facts for `runs`.

@@ -12,6 +12,7 @@ import msgspec
 
 from ...errors import BadInput
 from ...schema import truncated_warning
+from ..common import NotATrace
 from .events import ANY_LIST, EVENTS, Args, Event, Trace
 from . import rows
 from .rows import RawWriter, num, to_int
@@ -85,21 +86,21 @@ def _parse_outer(raw: mmap.mmap, path: Path) -> tuple[Trace, list[msgspec.Raw], 
         warnings.append(truncated_warning(len(events)))
         return trace, events, warnings
     if trace.traceEvents is None:
-        raise BadInput(what_object(text), path)
+        raise refuse_object(text, path)
     return trace, trace.traceEvents, warnings
 
 
-def what_object(text) -> str:
-    """Say what a JSON object without "traceEvents" is (its first keys)."""
+def refuse_object(text, path: Path) -> BadInput:
+    """The error for a JSON object without a "traceEvents" list: what it is (its first keys)."""
     try:
         keys = list(msgspec.json.decode(text, type=dict[str, msgspec.Raw]))
     except (msgspec.ValidationError, msgspec.DecodeError):
         keys = []
     if "traceEvents" in keys:
-        return 'not a Chrome trace ("traceEvents" is not a list of events)'
+        return BadInput('not a Chrome trace ("traceEvents" is not a list of events)', path)
     shown = ", ".join(repr(k[:40]) for k in keys[:8]) + (", ..." if len(keys) > 8 else "")
-    return (f"not a trace: a JSON object with keys {shown}" if keys else "not a trace: an empty JSON object") + \
-        '; a Chrome/Kineto trace is an object with a "traceEvents" list (or a list of events)'
+    return NotATrace((f"not a trace: a JSON object with keys {shown}" if keys else "not a trace: an empty JSON object")
+                     + '; a Chrome/Kineto trace is an object with a "traceEvents" list (or a list of events)', path)
 
 
 def parse_loose(text, path: Path, warnings: list[str]) -> Trace:

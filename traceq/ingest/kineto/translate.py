@@ -37,6 +37,7 @@ from ...errors import BadInput
 from ...schema import TRUNCATED_WARNING
 from ...threads import ordered_map
 from .. import memory
+from ..common import NotATrace
 from ..validate import bounds_of, keep_expr
 from .raw import RAW_SCHEMA, Decoded, host_be_path, starts_path
 from .tables import (GPU, GPU_COLS, HOST, Checks, Chunk, Classes, Last, Launches, gpu_ops_of, host_rows,
@@ -103,14 +104,15 @@ def _read_group(parts: list[Path], columns: list[str] | None) -> pl.DataFrame:
 
 
 
-def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None) -> str:
-    """Why a document with a trace event list still holds no event to store."""
+def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None, source: Path) -> BadInput:
+    """The error for a document with an event list that still holds no event to store:
+    NotATrace when none of its items is a trace event."""
     if n_items == 0:
-        return "no trace events (the event list is empty)"
+        return BadInput("no trace events (the event list is empty)", source)
     if dropped:
-        return f"no trace events left: {dropped}"
+        return BadInput(f"no trace events left: {dropped}", source)
     if not_objects == n_items:
-        return f"not a trace: a JSON list of {n_items} items, none of them a JSON object"
+        return NotATrace(f"not a trace: a JSON list of {n_items} items, none of them a JSON object", source)
     keys = ""
     if first is not None:
         try:
@@ -118,8 +120,8 @@ def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes
             keys = " (the first has keys " + ", ".join(repr(k[:40]) for k in list(item)[:8]) + ")"
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
-    return (f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
-            '(an object with "ph" X, B or E and a numeric "ts")')
+    return NotATrace(f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
+                     '(an object with "ph" X, B or E and a numeric "ts")', source)
 
 
 
@@ -189,7 +191,7 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
             gpu_files.append(chunk.gpu_file)
     dropped = check.message()
     if not kept:
-        raise BadInput(_no_events(decoded.n_items, decoded.not_objects, dropped, decoded.first), source)
+        raise _no_events(decoded.n_items, decoded.not_objects, dropped, decoded.first, source)
     if decoded.not_objects:
         warnings.append(f"skipped {decoded.not_objects} items of the event list that are not JSON objects")
     if dropped:

@@ -15,7 +15,7 @@ import msgspec
 from ...errors import BadInput
 from ...schema import truncated_warning
 from .events import EVENTS, Trace
-from .recover import complete_items, decode_slices, parse_loose, recover_meta, what_object
+from .recover import complete_items, decode_slices, parse_loose, recover_meta, refuse_object
 from .rows import RawWriter
 from .text import release
 
@@ -188,7 +188,7 @@ def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, be
         warnings.append(truncated_warning(n_items))
         return recover_meta(before), warnings
     if trace.traceEvents is None:
-        raise BadInput(what_object(skeleton), source)
+        raise refuse_object(skeleton, source)
     trace.traceEvents = None
     return trace, warnings
 
