@@ -24,6 +24,13 @@ from conftest import SAMPLES, SHARED_TRACES, shared_trace
 from test_kineto_decode import _plain, fast, robust
 
 
+def margin(q25: int, q75: int) -> tuple[int, int, int]:
+    """The trace's bounds from its start-time quartiles, as `validate` defines them: events
+    kept within ABSURD_FACTOR x the middle half's width (at least MIN_WIDTH_NS) of that half."""
+    w = max(q75 - q25, validate.MIN_WIDTH_NS)
+    return q25 - validate.ABSURD_FACTOR * w, q75 + validate.ABSURD_FACTOR * w, validate.ABSURD_FACTOR * w
+
+
 def saved(decoded) -> tuple[list[int], list[tuple[int, int]]]:
     """The sane starts and host B/E times of all parts, in file order."""
     starts = [int(x) for p in decoded.parts for x in np.load(starts_path(p))]
@@ -59,7 +66,7 @@ def test_by_hand(tmp_path):
         assert decoded is not None
         assert saved(decoded) == (want_starts, want_be)
         bounds, host_be = kineto_translate.span(decoded.parts)
-        assert bounds == validate._margin(2_000_500, 5_000_000)   # quartiles of the 6 sane starts
+        assert bounds == margin(2_000_500, 5_000_000)   # quartiles of the 6 sane starts
         assert host_be.rows() == want_be
 
 
@@ -88,7 +95,7 @@ def test_saved_facts_equal_polars_over_the_raw_rows(rel, tmp_path):
         bounds, host_be = kineto_translate.span(decoded.parts)
         ordered = sorted(starts)   # the quartiles as order statistics, by hand
         n = len(ordered)
-        assert bounds == validate._margin(ordered[math.floor((n - 1) * 0.25)], ordered[math.ceil((n - 1) * 0.75)])
+        assert bounds == margin(ordered[math.floor((n - 1) * 0.25)], ordered[math.ceil((n - 1) * 0.75)])
         assert host_be.rows() == be
 
 
