@@ -8,7 +8,7 @@ start-up, no imports):
 
 - generic: `msgspec.json.decode(data)`: every value to Python dicts/lists/str/float;
 - typed: `msgspec.json.Decoder(Trace).decode(data)` with traceq's own event struct
-  (`traceq.ingest.kineto._Event`: ph, cat, name, pid, tid, ts, dur and the args it keeps);
+  (`traceq.ingest.kineto.events.Event`: ph, cat, name, pid, tid, ts, dur and the args it keeps);
   unknown fields are skipped without building objects.
 
 Prints one JSON object: decode_s, read_s, events, bytes, peak_rss_mb (ru_maxrss of this
@@ -25,10 +25,10 @@ from typing import Union
 
 import msgspec
 
-from traceq.ingest.kineto import _Event   # the struct traceq's own decode uses
+from traceq.ingest.kineto.events import Event   # the struct traceq's own decode uses
 
 class Trace(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] = []
+    traceEvents: list[Event] = []
     distributedInfo: Union[dict, None] = None
 
 

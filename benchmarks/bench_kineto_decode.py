@@ -1,5 +1,5 @@
 """Decode stage of Kineto ingest (JSON text -> raw Parquet parts): the fast parallel decoder
-(`kineto_decode`, forked workers) against the robust single-process decoder, and msgspec's
+(`traceq.ingest.kineto.decode`, forked workers) against the robust single-process decoder, and msgspec's
 typed decode of the same bytes alone (no column built: the single-core limit).
 
     python benchmarks/bench_kineto_decode.py TRACE.json [REPEATS]
@@ -18,13 +18,14 @@ from pathlib import Path
 
 import msgspec
 
-from traceq.ingest import kineto
-from traceq.ingest.kineto_decode import decode_fast
+from traceq.ingest.kineto import events as kineto_events
+from traceq.ingest.kineto import reader as kineto_reader
+from traceq.ingest.kineto.decode import decode_fast
 
 
 def _typed(path: Path) -> int:
-    trace = msgspec.json.decode(path.read_bytes(), type=kineto._Trace)
-    return len(kineto._EVENTS.decode(b"[" + b",".join(trace.traceEvents) + b"]"))
+    trace = msgspec.json.decode(path.read_bytes(), type=kineto_events.Trace)
+    return len(kineto_events.EVENTS.decode(b"[" + b",".join(trace.traceEvents) + b"]"))
 
 
 def _fast(path: Path, threads: int) -> int:
@@ -41,7 +42,7 @@ def _fast(path: Path, threads: int) -> int:
 def _robust(path: Path) -> int:
     import mmap
 
-    from traceq.ingest import kineto_decode
+    from traceq.ingest.kineto import decode as kineto_decode
 
     work = Path(tempfile.mkdtemp(prefix="tq-bench-decode-"))
     fast, kineto_decode.decode_fast = kineto_decode.decode_fast, lambda *a: None
@@ -49,7 +50,7 @@ def _robust(path: Path) -> int:
         with open(path, "rb") as f:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             try:
-                return kineto._decode(path, mm, work, path).n_items
+                return kineto_reader.decode_text(path, mm, work, path).n_items
             finally:
                 mm.close()
     finally:

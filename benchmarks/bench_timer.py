@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, make, gpu, key in cases:
             results[name] = run_case(make, args.pairs, args.repeat, gpu, tmpdir, key)
         # how fast the log ingests (the last "Timer, log file" log: `pairs` regions)
-        from traceq.ingest.timers import read_log
+        from traceq.ingest.timers.log import read_log
 
         log = Path(results["Timer, log file"]["_log"])
         t0 = time.perf_counter()

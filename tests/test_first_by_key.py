@@ -1,5 +1,5 @@
 """Lookup maps built chunk by chunk (traceq.ingest.first_by_key) and the nsys sync-call map
-built on them (nsys_activity.Waits): checked against plain dicts of first occurrences."""
+built on them (traceq.ingest.nsys.activity.Waits): checked against plain dicts of first occurrences."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from traceq.ingest.first_by_key import first_by_key, joined
-from traceq.ingest.nsys_activity import Waits
+from traceq.ingest.nsys.activity import Waits
 
 
 @pytest.mark.parametrize("seed", range(6))

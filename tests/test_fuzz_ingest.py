@@ -191,7 +191,7 @@ BOMB = r'''
 import resource, sys, time
 from pathlib import Path
 from traceq.errors import TraceqError
-from traceq.ingest.kineto import read
+from traceq.ingest.kineto.reader import read
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 try:
@@ -230,9 +230,10 @@ def test_decompression_bomb_is_refused_fast_with_bounded_memory(tmp_path):
 
 def test_events_then_a_sea_of_whitespace_is_refused_by_the_ratio_limit(tmp_path, monkeypatch):
     from traceq.errors import BadInput
-    from traceq.ingest import kineto
+    from traceq.ingest.kineto import reader as kineto
+    from traceq.ingest.kineto import text as kineto_text
 
-    monkeypatch.setattr(kineto, "RATIO_FLOOR", 8 << 20)   # keep the test small: 8 MB floor
+    monkeypatch.setattr(kineto_text, "RATIO_FLOOR", 8 << 20)   # keep the test small: 8 MB floor
     head = json.dumps(GOOD)[:-2].encode() + b","
     path = tmp_path / "b.json.gz"
     path.write_bytes(gzip.compress(head + b" " * (64 << 20) + b"]}", 9))

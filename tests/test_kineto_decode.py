@@ -1,4 +1,4 @@
-"""The fast Kineto decoder (kineto_decode: the event array cut into parts decoded by forked
+"""The fast Kineto decoder (kineto.decode: the event array cut into parts decoded by forked
 processes) against the robust one: where it does not refuse, its raw parts hold the robust
 decoder's rows, column by column, and the same facts; where it cannot vouch for that (odd
 types, malformed JSON, ambiguous structure) it refuses (None)."""
@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 import msgspec.structs
 
-from traceq.ingest import kineto, kineto_decode
-from traceq.ingest.kineto_decode import decode_fast
-from traceq.ingest.kineto_raw import RAW_SCHEMA
+from traceq.ingest.kineto import decode as kineto_decode
+from traceq.ingest.kineto import events as kineto_events
+from traceq.ingest.kineto import reader as kineto_reader
+from traceq.ingest.kineto.decode import decode_fast
+from traceq.ingest.kineto.raw import RAW_SCHEMA
 
 from conftest import SAMPLES, SHARED_TRACES, shared_trace
 from fuzzing import kineto_document
@@ -30,7 +32,7 @@ from fuzzing import kineto_document
 
 
 def robust(text: bytes, tmp: Path):
-    """The robust decoder's result for a document (`kineto._decode` with the fast path off)."""
+    """The robust decoder's result for a document (`kineto.reader.decode_text` with the fast path off)."""
     tmp.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=tmp))
     path = tmp / "robust.json"
@@ -40,7 +42,7 @@ def robust(text: bytes, tmp: Path):
         mp.setattr(kineto_decode, "decode_fast", lambda *a: None)
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
-            return kineto._decode(path, mm, tmp / "robust-work", path)
+            return kineto_reader.decode_text(path, mm, tmp / "robust-work", path)
         finally:
             mm.close()
 
@@ -290,11 +292,11 @@ def test_every_phase_of_the_format_stays_on_the_fast_path(tmp_path):
     """Events of every phase of the Trace Event Format (flows, instants, counters, async,
     metadata...) decode typed: the fast path applies, and keeps the X, B and E ones."""
     others = [{"ph": ph, "cat": "c", "name": f"p{ord(ph)}", "pid": 1, "tid": 1, "ts": 5, "id": 3, "bp": "e",
-               "args": {"name": "x", "correlation": 1}} for ph in kineto._OTHER_PHASES]
+               "args": {"name": "x", "correlation": 1}} for ph in kineto_events.OTHER_PHASES]
     events = [others[0], {**KERNEL, "ph": "B"}, *others[1:], KERNEL, {"ph": "E", "pid": 0, "tid": 7, "ts": 200}]
     text = _doc(events)
     decoded = fast(text, tmp_path)
-    assert decoded is not None and decoded.n_items == len(kineto._OTHER_PHASES) + 3
+    assert decoded is not None and decoded.n_items == len(kineto_events.OTHER_PHASES) + 3
     assert rows(decoded)["ph"].to_pylist() == ["B", "X", "E"]
     assert_equal(decoded, text, tmp_path)
 

@@ -1,5 +1,5 @@
 """The facts of translation's first pass that the Kineto decoders save beside each raw part
-(`kineto_raw.SpanFacts`): the sane start times and the times of the sane host B/E events.
+(`kineto.raw.SpanFacts`): the sane start times and the times of the sane host B/E events.
 Checked by hand on a small trace, and against a second method on real traces: polars'
 `validate.sane()` over the raw rows, and the quartiles as order statistics of a sorted list."""
 from __future__ import annotations
@@ -13,11 +13,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from traceq.ingest import kineto, kineto_translate, validate
-from traceq.ingest.kineto_raw import GPU_CATS, host_be_path, starts_path
+from traceq.ingest import validate
+from traceq.ingest.kineto import events as kineto_events
+from traceq.ingest.kineto import rows as kineto_rows
+from traceq.ingest.kineto import tables as kineto_tables
+from traceq.ingest.kineto import translate as kineto_translate
+from traceq.ingest.kineto.raw import GPU_CATS, host_be_path, starts_path
 
 from conftest import SAMPLES, SHARED_TRACES, shared_trace
 from test_kineto_decode import _plain, fast, robust
+
+
+def margin(q25: int, q75: int) -> tuple[int, int, int]:
+    """The trace's bounds from its start-time quartiles, as `validate` defines them: events
+    kept within ABSURD_FACTOR x the middle half's width (at least MIN_WIDTH_NS) of that half."""
+    w = max(q75 - q25, validate.MIN_WIDTH_NS)
+    return q25 - validate.ABSURD_FACTOR * w, q75 + validate.ABSURD_FACTOR * w, validate.ABSURD_FACTOR * w
 
 
 def saved(decoded) -> tuple[list[int], list[tuple[int, int]]]:
@@ -31,7 +42,7 @@ def saved(decoded) -> tuple[list[int], list[tuple[int, int]]]:
 def by_polars(decoded) -> tuple[list[int], list[tuple[int, int]], pl.DataFrame]:
     """The same facts from the raw rows, with polars' own sanity expression."""
     rows = pl.from_arrow(pa.concat_tables([pq.read_table(p) for p in decoded.parts]))
-    ev = kineto_translate._with_ns(rows).filter(validate.sane())
+    ev = kineto_tables.with_ns(rows).filter(validate.sane())
     host_be = ev.filter(pl.col("ph").is_in(["B", "E"]) & ~pl.col("cat").is_in(sorted(GPU_CATS)).fill_null(False))
     return ev["start_ns"].to_list(), list(host_be.select("start_ns", "end_ns").iter_rows()), ev
 
@@ -54,8 +65,8 @@ def test_by_hand(tmp_path):
     for decoded in (robust(text, tmp_path / "robust"), fast(text, tmp_path / "fast", part_bytes=120)):
         assert decoded is not None
         assert saved(decoded) == (want_starts, want_be)
-        bounds, host_be = kineto_translate._span(decoded.parts)
-        assert bounds == validate._margin(2_000_500, 5_000_000)   # quartiles of the 6 sane starts
+        bounds, host_be = kineto_translate.span(decoded.parts)
+        assert bounds == margin(2_000_500, 5_000_000)   # quartiles of the 6 sane starts
         assert host_be.rows() == want_be
 
 
@@ -65,7 +76,7 @@ def test_a_trace_without_host_begin_end_saves_no_such_file(tmp_path):
     decoded = robust(text, tmp_path)
     assert saved(decoded) == ([10_000], [])
     assert not host_be_path(decoded.parts[0]).exists()
-    assert kineto_translate._span(decoded.parts)[1].height == 0
+    assert kineto_translate.span(decoded.parts)[1].height == 0
 
 
 KINETO = sorted(p.relative_to(SHARED_TRACES).as_posix() for p in (SHARED_TRACES / "kineto").rglob("*.json*")) \
@@ -81,16 +92,16 @@ def test_saved_facts_equal_polars_over_the_raw_rows(rel, tmp_path):
             continue
         starts, be, ev = by_polars(decoded)
         assert saved(decoded) == (starts, be)
-        bounds, host_be = kineto_translate._span(decoded.parts)
+        bounds, host_be = kineto_translate.span(decoded.parts)
         ordered = sorted(starts)   # the quartiles as order statistics, by hand
         n = len(ordered)
-        assert bounds == validate._margin(ordered[math.floor((n - 1) * 0.25)], ordered[math.ceil((n - 1) * 0.75)])
+        assert bounds == margin(ordered[math.floor((n - 1) * 0.25)], ordered[math.ceil((n - 1) * 0.75)])
         assert host_be.rows() == be
 
 
 def test_a_discarded_part_leaves_no_facts_behind(tmp_path):
-    out = kineto._RawWriter(tmp_path)
-    out.add(kineto._EVENTS.decode(b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]'))
+    out = kineto_rows.RawWriter(tmp_path)
+    out.add(kineto_events.EVENTS.decode(b'[{"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]'))
     assert out.close() == [out.path] and starts_path(out.path).exists()
     out.discard()
     assert not list(tmp_path.iterdir())

@@ -14,7 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from traceq import ingest
-from traceq.ingest import kineto, kineto_translate
+from traceq.ingest.kineto import reader as kineto
+from traceq.ingest.kineto import rows as kineto_rows
+from traceq.ingest.kineto import tables as kineto_tables
+from traceq.ingest.kineto import text as kineto_text
+from traceq.ingest.kineto import translate as kineto_translate
+from traceq.ingest.kineto import windows as kineto_windows
 from traceq.store import Store
 
 HOST, OTHER, GPU, STREAM = 100, 300, 0, 7
@@ -113,10 +118,10 @@ def tables(store: Path) -> dict:
 def small_chunks(monkeypatch):
     """Windows of 2 KB of text, chunks of 7 events, raw row groups of 50 rows, translation
     chunks of 64 rows, table row groups of 100 rows."""
-    monkeypatch.setattr(kineto, "_WINDOW", 2048)
-    monkeypatch.setattr(kineto, "_CHUNK", 7)
-    monkeypatch.setattr(kineto, "_ROW_GROUP", 50)
-    monkeypatch.setattr(kineto_translate, "_TCHUNK", 64)
+    monkeypatch.setattr(kineto_windows, "WINDOW", 2048)
+    monkeypatch.setattr(kineto_rows, "CHUNK", 7)
+    monkeypatch.setattr(kineto_rows, "ROW_GROUP", 50)
+    monkeypatch.setattr(kineto_translate, "TCHUNK", 64)
     monkeypatch.setattr("traceq.store.writer.STREAM_ROW_GROUP", 100)
 
 
@@ -139,9 +144,9 @@ def test_chunk_sizes_change_nothing_not_even_row_order(tmp_path, monkeypatch):
     events = synthetic_events(n_steps=30, seed=2)
     path = write_trace(tmp_path / "t.json", events)
     whole = kineto.read(path).tables
-    monkeypatch.setattr(kineto, "_WINDOW", 1024)
-    monkeypatch.setattr(kineto, "_CHUNK", 5)
-    monkeypatch.setattr(kineto_translate, "_TCHUNK", 33)
+    monkeypatch.setattr(kineto_windows, "WINDOW", 1024)
+    monkeypatch.setattr(kineto_rows, "CHUNK", 5)
+    monkeypatch.setattr(kineto_translate, "TCHUNK", 33)
     pieces = kineto.read(path).tables
     for name in ("gpu_ops", "host_ops", "regions"):
         assert pieces[name].equals(whole[name]), name
@@ -152,8 +157,8 @@ def test_raw_parts_hold_every_column_of_every_row_in_file_order(small_chunks, tm
     path = write_trace(tmp_path / "t.json", events)
     work = tmp_path / "work"
     work.mkdir()
-    text_path, mm = kineto._open_text(path, work)
-    decoded = kineto._decode(text_path, mm, work, path)
+    text_path, mm = kineto_text.open_text(path, work)
+    decoded = kineto.decode_text(text_path, mm, work, path)
     raw = pl.concat([pl.read_parquet(p) for p in decoded.parts])
     assert pq.ParquetFile(decoded.parts[0]).metadata.num_row_groups > 3
     kept = [e for e in events if isinstance(e, dict) and e.get("ph") in ("X", "B", "E") and e.get("cat") != "Trace"]
@@ -188,10 +193,10 @@ def test_a_trace_cut_mid_event_keeps_every_complete_event_of_its_windows(small_c
 def test_a_document_the_windows_cannot_cut_is_decoded_whole(small_chunks, tmp_path, monkeypatch):
     events = synthetic_events(n_steps=4)
     big = {"ph": "X", "cat": "cpu_op", "name": "big", "pid": HOST, "tid": HOST, "ts": 1500, "dur": 1,
-           "args": {"blob": "x" * 300_000}}   # one event larger than _MAX_WINDOW
+           "args": {"blob": "x" * 300_000}}   # one event larger than MAX_WINDOW
     path = write_trace(tmp_path / "t.json", [big, *events])
     grown = kineto.read(path).tables   # the window grows to hold it
-    monkeypatch.setattr(kineto, "_MAX_WINDOW", 1 << 16)
+    monkeypatch.setattr(kineto_windows, "MAX_WINDOW", 1 << 16)
     whole = kineto.read(path).tables   # it cannot: the document is decoded whole
     for name in ("gpu_ops", "host_ops", "regions"):
         assert grown[name].equals(whole[name]), name
@@ -322,9 +327,9 @@ def test_streamed_row_groups_are_bounded_in_bytes_as_well_as_rows(small_chunks, 
 def test_small_raw_parts_are_read_together_in_chunks(tmp_path, monkeypatch):
     """`_scan`: consecutive parts of a chunk or less are read as one chunk while they fit in
     `_TCHUNK` rows; a bigger part by slices of its row groups; every row once, in order."""
-    from traceq.ingest.kineto_raw import RAW_SCHEMA
+    from traceq.ingest.kineto.raw import RAW_SCHEMA
 
-    monkeypatch.setattr(kineto_translate, "_TCHUNK", 50)
+    monkeypatch.setattr(kineto_translate, "TCHUNK", 50)
     parts, at = [], 0
     for i, n in enumerate([10, 20, 40, 5, 100, 0, 3]):
         t = RAW_SCHEMA.empty_table().to_pydict()
@@ -333,26 +338,25 @@ def test_small_raw_parts_are_read_together_in_chunks(tmp_path, monkeypatch):
         at += n
         parts.append(tmp_path / f"p{i}.parquet")
         pq.write_table(pa.Table.from_pydict(t, schema=RAW_SCHEMA), parts[-1], row_group_size=100)
-    chunks = list(kineto_translate._scan(parts))
+    chunks = list(kineto_translate.scan(parts))
     assert [c.height for c in chunks] == [30, 45, 50, 50, 3]
     assert pl.concat(chunks)["ts"].to_list() == [float(x) for x in range(178)]
-    assert list(kineto_translate._scan(parts, ["ts"]))[0].columns == ["ts"]
+    assert list(kineto_translate.scan(parts, ["ts"]))[0].columns == ["ts"]
 
 
 def test_numpy_arrays_become_series_through_arrow_buffers():
-    """kineto_translate._series (NumPy -> polars without numpy.ma): the values and type of the
+    """kineto.tables.series (NumPy -> polars without numpy.ma): the values and type of the
     array, null where not valid, a strided column of a 2-d array too."""
     import numpy as np
 
-    from traceq.ingest.kineto_translate import _series
 
     times = np.array([[5, 9], [-3, 2**62], [7, 0]], np.int64)
-    s = _series(times[:, 1], np.array([True, False, True]))
+    s = kineto_tables.series(times[:, 1], np.array([True, False, True]))
     assert s.dtype == pl.Int64 and s.to_list() == [9, None, 0]
-    assert _series(times[:, 0]).to_list() == [5, -3, 7]
-    depth = _series(np.array([0, 2, 1], np.int32))
+    assert kineto_tables.series(times[:, 0]).to_list() == [5, -3, 7]
+    depth = kineto_tables.series(np.array([0, 2, 1], np.int32))
     assert depth.dtype == pl.Int32 and depth.to_list() == [0, 2, 1]
-    assert _series(np.empty(0, np.int64)).len() == 0
+    assert kineto_tables.series(np.empty(0, np.int64)).len() == 0
     many = np.arange(70, dtype=np.int64)   # validity bits across several bytes
     valid = many % 3 != 0
-    assert _series(many, valid).to_list() == [int(v) if ok else None for v, ok in zip(many, valid)]
+    assert kineto_tables.series(many, valid).to_list() == [int(v) if ok else None for v, ok in zip(many, valid)]

@@ -1,4 +1,4 @@
-"""nsys activity tables are read in rowid-range chunks on several threads (traceq.ingest.sqlite_arrow):
+"""nsys activity tables are read in rowid-range chunks on several threads (traceq.ingest.nsys.sqlite_arrow):
 the tables must not depend on how the export is cut, nor on how the sync records are matched
 to their calls."""
 from __future__ import annotations
@@ -10,7 +10,9 @@ import pyarrow as pa
 import pytest
 
 from conftest import shared_trace
-from traceq.ingest import nsys, nsys_activity, sqlite_arrow
+from traceq.ingest.nsys import activity as nsys_activity
+from traceq.ingest.nsys import reader as nsys
+from traceq.ingest.nsys import sqlite_arrow
 
 
 def tables(path) -> dict[str, pa.Table]:

@@ -21,7 +21,8 @@ import pytest
 from conftest import SAMPLES, SHARED_TRACES, shared_trace
 from scoped import hotspots
 from traceq.errors import BadInput
-from traceq.ingest import ingest, nsys
+from traceq.ingest import ingest
+from traceq.ingest.nsys import reader as nsys
 from traceq.store import Store, fetch_pl
 
 NSYS_FILES = sorted(p.relative_to(SHARED_TRACES).as_posix()

@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from traceq.ingest import default_run_name, ingest, nsys
+from traceq.ingest import default_run_name, ingest
+from traceq.ingest.nsys import reader as nsys
 from traceq.store import Store
 
 from conftest import SAMPLES, shared_trace

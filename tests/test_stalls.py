@@ -333,7 +333,7 @@ def test_timer_log_io_share_per_batch_and_timer_breakdown_match_the_log(tmp_path
     import statistics
     import time
 
-    if importlib.util.find_spec("traceq.ingest.timers") is None:
+    if importlib.util.find_spec("traceq.ingest.timers.log") is None:
         pytest.skip("timer-log ingestor not available")
     from traceq import timer
     from scoped import timer_breakdown

@@ -1,5 +1,5 @@
 """The start-time histogram that lets the nsys reader skip the second read of every time
-(traceq.ingest.start_histogram): the quartiles lie in the buckets it names, its proof never
+(traceq.ingest.nsys.start_histogram): the quartiles lie in the buckets it names, its proof never
 keeps a record the exact rule drops, and on an export whose span exceeds the rule's smallest
 margin without any absurd record, the tables are those of the exact path with no second read."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from traceq.ingest import nsys
-from traceq.ingest.start_histogram import MAX_BUCKETS, StartHistogram
+from traceq.ingest.nsys import reader as nsys
+from traceq.ingest.nsys.start_histogram import MAX_BUCKETS, StartHistogram
 from traceq.ingest.validate import bounds_of
 
 
@@ -117,7 +117,7 @@ def test_a_long_capture_is_ingested_without_a_second_read_of_its_times(tmp_path,
     def no_second_read(self, bounds=None):
         raise AssertionError("second read of the activity times")
 
-    monkeypatch.setattr(nsys._Export, "activity_times", no_second_read)
+    monkeypatch.setattr(nsys.Export, "activity_times", no_second_read)
     fast = nsys.read(path)
     assert fast.warnings == exact.warnings == []
     for name in ("gpu_ops", "host_ops", "regions"):
@@ -131,13 +131,13 @@ def test_a_capture_with_an_absurd_record_still_takes_the_exact_path(tmp_path, mo
     from fuzzing import write_sqlite
 
     reads = []
-    orig = nsys._Export.activity_times
+    orig = nsys.Export.activity_times
 
     def counted(self, bounds=None):
         reads.append(bounds)
         return orig(self, bounds)
 
-    monkeypatch.setattr(nsys._Export, "activity_times", counted)
+    monkeypatch.setattr(nsys.Export, "activity_times", counted)
     kernels = [(1000 + i * 10_000, 6000 + i * 10_000, 0, 7, i, 704643072, 0, 1, 1, 1, 128, 1, 1, 32) for i in range(50)]
     kernels.append((10 * 86400 * 10**9, 10 * 86400 * 10**9 + 5, 0, 7, 99, 704643072, 0, 1, 1, 1, 128, 1, 1, 32))
     path = write_sqlite(tmp_path / "late.sqlite", [

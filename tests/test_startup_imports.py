@@ -190,13 +190,13 @@ def test_kineto_ingest_loads_neither_pyarrow_compute_nor_numpy_ma(tmp_path, proc
     trace (the sample) and one with GPU activity."""
     before = ("import os, traceq.arrow_without_pandas as a\n"   # what the command line does first
               "os.environ[a.ENV] = '0'; a.apply()\n"
-              "import traceq.ingest.kineto_decode as d; d.MIN_SPLIT = 0\n")
+              "import traceq.ingest.kineto.decode as d; d.MIN_SPLIT = 0\n")
     gpu = _gpu_trace(tmp_path / "gpu" / "gpu.pt.trace.json.gz")
     for trace in (SAMPLES / "slow_dataloader", gpu):
         mods, r = loaded(tmp_path, "ingest", trace, "--store", tmp_path / "s", "-q",
                          full=True, before=before, env={"TRACEQ_DECODE_PROCESSES": processes})
         assert r.returncode == 0, r.stderr
-        assert {"traceq.ingest.kineto_translate", "traceq.arrow_kernels", "pyarrow.parquet"} <= mods
+        assert {"traceq.ingest.kineto.translate", "traceq.arrow_kernels", "pyarrow.parquet"} <= mods
         assert not mods & {"pyarrow.compute", "numpy.ma"}, (trace, sorted(mods & {"pyarrow.compute", "numpy.ma"}))
 
 

@@ -670,7 +670,7 @@ def test_cuda_event_path_with_a_fake_torch(tmp_path, fake_cuda_torch):
     assert len(gpu_regions) == 50 and {r["gpu"] for r in gpu_regions} == set(durs)
     assert sorted(durs.values()) == [1_500_000] * 25 + [4_500_000] * 25
 
-    from traceq.ingest.timers import read_log as ingest_log
+    from traceq.ingest.timers.log import read_log as ingest_log
     parsed = ingest_log(log)
     assert parsed.warnings == []
     assert parsed.devices == [{"id": 0, "name": "FakeGPU", "sm_count": 7, "memory_bytes": 1 << 30}]
@@ -707,7 +707,7 @@ def test_gpu_events_measure_async_work(tmp_path):
     assert sum(gpu) > 2 * sum(cpu), (cpu, gpu)
     tmr.close()
 
-    from traceq.ingest.timers import read_log as ingest_log
+    from traceq.ingest.timers.log import read_log as ingest_log
     header, records = read_log(log)
     assert any(r.get("gpu_timing") == "cuda_events" for r in records)
     regions = ingest_log(log).tables["regions"].to_pylist()

@@ -14,7 +14,8 @@ from conftest import SAMPLES
 from traceq import timer
 from traceq.errors import BadInput
 from traceq.ingest import ingest
-from traceq.ingest.timers import read_log, read_stats
+from traceq.ingest.timers.deep500 import read_stats
+from traceq.ingest.timers.log import read_log
 from traceq.store import Store
 from traceq.timer import TimeType
 

@@ -192,6 +192,7 @@ def ingest(
             warn(f"{r.path}: {w}")
         if r.note:
             sys.stderr.write(_safe(f"traceq: {r.path}: {r.note} (--force re-ingests it)") + "\n")
+    results = [r for r in results if r.status != "skipped"]   # said in their warnings
     if quiet:
         return
 

@@ -85,7 +85,7 @@ TIMER_STATS_COLUMNS = [
     ("stdev_s", F64),
 ]
 
-# Metrics a result file states directly (mila training / milabench results): traceq.experiments.mila.
+# Metrics a result file states directly (mila training / milabench results): traceq.ingest.timers.mila.
 METRICS_COLUMNS = [
     ("bench", STR),          # benchmark within the file (milabench summary), null = the run itself
     ("metric", STR),         # step_time | throughput | train | train_item | walltime | ...

@@ -6,5 +6,4 @@
     compare  metric x run with spread over repetitions and change against a baseline
     model    Extra-P performance model normal form, hypothesis search with cross-validation
     check    the mila-style statistical gate against targets (TOML), JUnit XML
-    mila     readers for mila training / milabench result files
 """

@@ -4,6 +4,10 @@ Readers are pure translators (`read(path) -> Parsed`, see `common.Parsed`; the K
 `read(path, scratch)` streams its tables into the staging area instead); this module
 owns what is common: format sniffing, run/rank naming, sha256 idempotency, parallel
 parsing of the ranks of a directory, and the all-or-nothing commit to the store.
+
+A file of a directory that is not a trace (`common.NotATrace`: a README, a config file) is
+skipped with a warning (an `IngestResult` of status "skipped"); a directory left without any
+trace, or a file named on its own that is not a trace, fails the ingest.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from typing import Callable
 from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
 from ..store import RankData, Staged, Store
-from .common import Parsed, rank_from_filename
+from .common import NotATrace, Parsed, rank_from_filename
 from .. import arrow_without_pandas
 from . import hashing
 from .hashing import hash_later, sha256_file
@@ -32,11 +36,11 @@ _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz
 def _reader(fmt: str) -> Callable[[Path], Parsed]:
     """The reader of a format that returns its tables (Kineto and nsys stream: `_read`)."""
     if fmt == "timer":
-        from .timers import read_log as read
+        from .timers.log import read_log as read
     elif fmt == "deep500":
-        from .timers import read_stats as read
+        from .timers.deep500 import read_stats as read
     elif fmt == "mila":
-        from ..experiments.mila import read
+        from .timers.mila import read
     else:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     return read
@@ -68,10 +72,10 @@ def sniff(path: Path) -> str:
     try:
         decoded = head.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadInput("not a trace (unrecognised binary content)", path) from None
+        raise NotATrace("not a trace (unrecognised binary content)", path) from None
     if "min:" in decoded and "mean:" in decoded and "stdev:" in decoded:
         return "deep500"
-    raise BadInput("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
+    raise NotATrace("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
 
 
 def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
@@ -119,9 +123,9 @@ def default_run_name(path: Path) -> str:
 class IngestResult:
     path: str
     run: str
-    rank: int
-    format: str
-    status: str          # added | replaced | unchanged
+    rank: int | None     # None: skipped
+    format: str | None   # None: skipped
+    status: str          # added | replaced | unchanged | skipped (a file of a directory that is not a trace)
     counts: dict[str, int]
     warnings: list[str]
     note: str | None = None   # why nothing was done ("already in the store as run 'x' rank 0")
@@ -136,25 +140,48 @@ class _Job:
     labels: dict[str, str]
     sha256: str | None   # None: still being hashed (ingest fills it in before the commit)
     size: int | None = None
+    skippable: bool = False   # a file of a directory: skipped when it is not a trace
+
+
+@dataclass
+class _Skipped:
+    """What a worker returns instead of a `Staged` for a skippable file that is not a trace."""
+    path: str
+    run: str
+    problem: str
+
+
+def _skipped(path: str, run: str, problem: str) -> IngestResult:
+    reason = problem if problem.startswith("not a trace") else f"not a trace ({problem})"
+    return IngestResult(path, run, None, None, "skipped", {}, [f"skipped: {reason}"])
 
 
 def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
     """Translate one file. Kineto and nsys stream: they write their tables when staged
     (`Parsed.fill`; Kineto decodes into `scratch` first); the other readers return their tables."""
     if fmt == "kineto":
-        from .kineto import read
+        from .kineto.reader import read
 
         return read(path, scratch)
     if fmt == "nsys":
-        from .nsys import read
+        from .nsys.reader import read
 
         return read(path, stream=True)
     return _reader(fmt)(path)
 
 
-def _parse_and_stage(store_path: str, job: _Job) -> Staged:
+def _parse_and_stage(store_path: str, job: _Job) -> Staged | _Skipped:
     """Worker: read one file and write its tables to the store's staging area."""
     arrow_without_pandas.apply()   # a worker spawned by the command line: no pandas import
+    try:
+        return _stage(store_path, job)
+    except NotATrace as exc:
+        if not job.skippable:
+            raise
+        return _Skipped(str(job.path), job.run, exc.problem)
+
+
+def _stage(store_path: str, job: _Job) -> Staged:
     fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
     store = Store(store_path)
     with store.scratch() as scratch:
@@ -228,8 +255,17 @@ def _ingest(
     later = {} if later is None else later   # the hashes begun here (`ingest` stops them on failure)
     todo: list[_Job] = []
     results: list[IngestResult] = []
+    members = {path: path.parent for path, dir_run in files if dir_run is not None}   # file of a directory -> it
     for path, dir_run in files:
         run_name = run or dir_run or default_run_name(path)
+        if fmt == "auto" and path in members:
+            try:
+                sniff(path)   # before any work: a file that is not a trace is skipped
+            except NotATrace as exc:
+                results.append(_skipped(str(path), run_name, exc.problem))
+                if on_progress:
+                    on_progress("done", path)
+                continue
         file_labels, file_rank = dict(labels or {}), rank
         if assign and str(path) in assign:
             a_run, a_labels, a_rank = assign[str(path)]
@@ -258,18 +294,22 @@ def _ingest(
                     continue
         else:
             later[str(path)] = pending if pending is not None else hash_later(path)
-        if fmt == "auto":
+        if fmt == "auto" and path not in members:
             sniff(path)   # fail fast, before any work, on files that are not traces
-        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size))
+        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size, skippable=path in members))
+    _check_traces_left(members, results)
     staged: list[Staged] = []
     fresh = st.missing_root()   # a failed first ingest leaves no folder behind
     try:
         try:
-            staged = run_map(partial(_parse_and_stage, os.path.abspath(st.path)), todo, executor or ExecutorSpec(jobs=jobs),
-                             (lambda job, _res: on_progress("done", job.path)) if on_progress else None)
+            done = run_map(partial(_parse_and_stage, os.path.abspath(st.path)), todo, executor or ExecutorSpec(jobs=jobs),
+                           (lambda job, _res: on_progress("done", job.path)) if on_progress else None)
         except BaseException as exc:
-            staged = partial_results(exc)
+            staged = [s for s in partial_results(exc) if isinstance(s, Staged)]
             raise
+        staged = [s for s in done if isinstance(s, Staged)]
+        skipped = [_skipped(s.path, s.run, s.problem) for s in done if isinstance(s, _Skipped)]
+        _check_traces_left(members, results + skipped)
         for s in staged:
             if s.data.source_sha256 is None:
                 s.data.source_sha256 = _sha(later[s.data.source_path], Path(s.data.source_path))
@@ -284,7 +324,17 @@ def _ingest(
     for s, status in zip(staged, statuses):
         d = s.data
         results.append(IngestResult(d.source_path, d.run, d.rank, d.source_format, status, s.counts, d.warnings))
-    return results
+    return results + skipped
+
+
+def _check_traces_left(members: dict[Path, Path], results: list[IngestResult]) -> None:
+    """Fail when every file of a directory was skipped as not a trace."""
+    skipped = {Path(r.path) for r in results if r.status == "skipped"}
+    for directory in dict.fromkeys(members.values()):
+        files = [f for f, d in members.items() if d == directory]
+        if all(f in skipped for f in files):
+            names = ", ".join(f.name for f in files[:5]) + (", ..." if len(files) > 5 else "")
+            raise BadInput(f"directory holds no trace ({len(files)} file(s) that are not traces: {names})", directory)
 
 
 @wraps(_ingest)

@@ -8,6 +8,13 @@ from typing import Callable
 
 import pyarrow as pa
 
+from ..errors import BadInput
+
+
+class NotATrace(BadInput):
+    """The file is no trace of a format traceq reads (a damaged trace is a plain BadInput): a
+    file of a directory that raises it is skipped with a warning, a file named alone fails."""
+
 
 @dataclass
 class Parsed:
@@ -40,6 +47,16 @@ _RANK_PATTERNS = [
     re.compile(r"worker[-_.]?(\d+)", re.I),
     re.compile(r"(?:^|[._-])r(\d+)(?=[._-]|$)", re.I),
 ]
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a source file; an unreadable one is BadInput."""
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise BadInput("is a directory", path) from None
+    except OSError as exc:
+        raise BadInput(exc.strerror or str(exc), path) from None
 
 
 def rank_from_filename(path: str | Path) -> int | None:

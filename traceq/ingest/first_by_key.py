@@ -1,4 +1,4 @@
-"""Lookup maps built chunk by chunk: key -> value of the key's first occurrence (issue 11).
+"""Lookup maps built chunk by chunk: key -> value of the key's first occurrence.
 
 Both readers link records by an id of a call seen earlier in the stream: Kineto's GPU ops
 take the pid of the first runtime call with their correlation id, nsys' sync records the API

@@ -1,4 +1,4 @@
-"""Give freed memory back to the operating system between the phases of an ingest (issue 11).
+"""Give freed memory back to the operating system between the phases of an ingest.
 
 Decoding a large trace allocates and frees far more than it keeps: msgspec's structs and the
 text slices (glibc malloc), Arrow's column buffers (Arrow's default pool: glibc malloc too

@@ -1,8 +1,8 @@
 """Event times, float µs -> int64 ns, with NumPy alone.
 
 Both sides of the Kineto raw relation use these: translation, to convert and validate each
-chunk (`kineto_translate._with_ns`), and the decoders, which take the facts of translation's
-first pass from the rows they write while the rows are at hand (`kineto_raw.SpanFacts`).
+chunk (`kineto.tables.with_ns`), and the decoders, which take the facts of translation's
+first pass from the rows they write while the rows are at hand (`kineto.raw.SpanFacts`).
 The decoding processes run without polars, hence NumPy here.
 
 Conversion (`to_ns`): exact for integer µs and for relative ns-decimal µs (whole µs x 1000 +

@@ -1,5 +1,5 @@
 """The raw event relation: the interface between decoding a Kineto/Chrome trace and
-translating it into the canonical tables (issue 11: streaming, bounded-memory ingest).
+translating it into the canonical tables.
 
 Decoding (the text of the file -> rows) writes the events as Parquet *parts* with exactly
 `RAW_SCHEMA`, in file order, in a scratch folder (row groups of at most ~64 k rows:
@@ -10,10 +10,10 @@ translation (routing by category, ns times, validation, B/E pairing, launch link
 classification) reads those parts back.
 Two decoders produce the same rows for the same input:
 
-- the fast path (`kineto_decode`): the event array split at validated event boundaries
+- the fast path (`decode`): the event array split at validated event boundaries
   and decoded in parallel by forked processes (msgspec, typed);
-- the robust path (msgspec, chunk by chunk, coercing odd types per event): every input the
-  fast path refuses (odd types, truncated files, hostile values) ends up here.
+- the robust path (`windows`, `recover`: msgspec, chunk by chunk, coercing odd types per
+  event): every input the fast path refuses (odd types, truncated files, hostile values) ends up here.
 
 Rows: one per item of the event list that is a JSON object with `ph` in X/B/E and a
 category other than `Trace`. Values as the trace wrote them, with these conversions:
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrow_kernels as ak
-from .ns_times import Times
+from ... import arrow_kernels as ak
+from ..ns_times import Times
 
 RAW_SCHEMA = pa.schema([
     ("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()),
@@ -58,7 +58,7 @@ RAW_SCHEMA = pa.schema([
 ])
 
 
-# Routing categories (exact, as torch.profiler writes them; translation's `_routes`):
+# Routing categories (exact, as torch.profiler writes them; the routing of `tables`):
 # category (lower-cased) of device activity -> gpu_ops kind. Device activity of other
 # accelerators goes to gpu_ops too: MTIA's on-device events are `mtia_ccp_events` (Kineto
 # MTIA_CCP_EVENTS, an alias of CONCURRENT_KERNEL; HTA's kernel and GPU-event patterns list it).
@@ -77,7 +77,7 @@ class Decoded:
     translation and its messages need.
 
     `parts`: Parquet files with `RAW_SCHEMA`, rows in file order across the parts (B/E pairing
-    and every "first" pick depend on it). `meta`: the outer metadata (`kineto._Trace`, its
+    and every "first" pick depend on it). `meta`: the outer metadata (`events.Trace`, its
     `traceEvents` emptied). `n_items`: items of the event list (objects or not); `not_objects`:
     how many of them are no JSON object; `first`: the first 4096 bytes of the first item (for
     the "no events" message); `warnings`: decoding's own (truncated file, odd metadata)."""
@@ -104,7 +104,7 @@ def host_be_path(part: Path) -> Path:
 
 class SpanFacts:
     """What translation's first pass needs of a raw part, collected batch by batch as the
-    decoder writes it (`kineto._RawWriter`) and saved beside the part: the sane start times
+    decoder writes it (`rows.RawWriter`) and saved beside the part: the sane start times
     (for `validate.bounds_of`) and the times of the sane host B/E events (whether any B/E
     pair is completed on the host side). 8 bytes per row, as pass 1 held them anyway."""
 

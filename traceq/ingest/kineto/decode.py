@@ -1,10 +1,10 @@
-"""Fast parallel decoding of a Kineto/Chrome trace into raw parts (issue 11, the fast path).
+"""Fast parallel decoding of a Kineto/Chrome trace into raw parts.
 
 The event array of a plain JSON trace is cut into parts of at most `PART_BYTES` at candidate
 event boundaries (`}` `,` `{` with whitespace between); forked worker processes (one per
 core this ingest may use; msgspec holds the GIL, so threads would not help) decode their
 parts with the robust decoder's own typed msgspec decode (slice by slice of ~2 MB, cut at
-the same candidate boundaries) and `kineto._RawWriter`, each part into its own raw Parquet
+the same candidate boundaries) and `rows.RawWriter`, each part into its own raw Parquet
 part. The parts, in file order, are the raw relation.
 
 Correctness by refusal: `decode_fast` returns None, and the robust decoder runs, unless the
@@ -12,9 +12,9 @@ result provably equals the robust decoder's:
 - every slice of every part decodes strictly as a JSON array: by induction from the first
   slice (which starts at the real array start), every cut was a real event boundary (a cut
   inside a string or at a deeper nesting level makes the text before it invalid);
-- every item decodes typed (`kineto._EVENTS`), so the robust decoder takes its typed path
-  too (no per-chunk coercion), and both build the rows with `kineto._columns`;
-- the outer document with `[]` for the array decodes strictly as `kineto._Trace`, and a
+- every item decodes typed (`events.EVENTS`), so the robust decoder takes its typed path
+  too (no per-chunk coercion), and both build the rows with `rows.RawWriter`;
+- the outer document with `[]` for the array decodes strictly as `events.Trace`, and a
   random token in place of the array proves that top-level `traceEvents` is that array.
 Anything else (odd types, items that are no objects, NaN literals, trailing commas,
 truncated files, a `traceEvents` key elsewhere first, one core only, a small file) is left
@@ -30,8 +30,9 @@ from pathlib import Path
 
 import msgspec
 
-from .kineto import _EVENTS, _RawWriter, _Trace
-from .kineto_raw import Decoded, remove_part
+from .events import EVENTS, Trace
+from .raw import Decoded, remove_part
+from .rows import RawWriter
 
 PART_BYTES = 16 << 20     # JSON text per part at most (one raw part each), dealt to the workers one at a time
 MIN_PART = 2 << 20        # ... and at least (the last parts: `_cuts`)
@@ -108,7 +109,7 @@ def _skip_ws(mm, i: int, n: int) -> int:
     return i
 
 
-def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
+def _locate(mm: mmap.mmap) -> tuple[Trace, int, int]:
     """(metadata, start, end): the event array's content is mm[start:end] (between its
     brackets). The metadata is the document with `[]` for the array, decoded strictly; a
     random token in place of the array proves that `traceEvents` at top level is that array."""
@@ -123,7 +124,7 @@ def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
     if mm[i] == ord("["):
         if mm[j - 1] != ord("]"):
             raise _Refused
-        return _Trace(), i + 1, j - 1
+        return Trace(), i + 1, j - 1
     if mm[i] != ord("{"):
         raise _Refused
     key = mm.find(b'"traceEvents"', i)
@@ -158,7 +159,7 @@ def _locate(mm: mmap.mmap) -> tuple[_Trace, int, int]:
             continue
         if bytes(fields.get("traceEvents", b"")) != token or doc.count(token) != 1:
             raise _Refused
-        meta = msgspec.json.decode(prefix + b"[]" + suffix, type=_Trace)   # odd metadata: robust path
+        meta = msgspec.json.decode(prefix + b"[]" + suffix, type=Trace)   # odd metadata: robust path
         meta.traceEvents = None
         return meta, lb + 1, rb
     raise _Refused
@@ -217,7 +218,7 @@ def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[P
     """One part: strict typed decode, slice by slice of about SLICE_BYTES (raises when the
     robust decoder would coerce or recover), rows written by the robust decoder's writer.
     (items, [raw part] or [])."""
-    out = _RawWriter(path.parent)
+    out = RawWriter(path.parent)
     out.path = path
     n = 0
     try:
@@ -242,12 +243,12 @@ def _decode_slice(mm: mmap.mmap, a: int, b: int) -> list:
     the decode, then get their values back. The map is private to this process (copy on
     write: two pages per slice), and a slice of ~2 MB decodes faster than a copy of the whole
     part: its text and events stay in the CPU's cache, and the allocator reuses its memory
-    instead of faulting fresh pages in (0.80 -> 0.51 s for 8 parts of 16 MB)."""
+    instead of faulting fresh pages in."""
     before, after = mm[a - 1], mm[b]
     mm[a - 1], mm[b] = 0x5B, 0x5D   # "[", "]"
     try:
         with memoryview(mm) as view, view[a - 1:b + 1] as text:
-            return _EVENTS.decode(text)
+            return EVENTS.decode(text)
     finally:
         mm[a - 1], mm[b] = before, after
 
@@ -319,7 +320,7 @@ def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple
                     os._exit(code)
             os.close(w)
             children.append((pid, r))
-        from . import kineto_translate  # noqa: F401  (translation's imports, while the children decode)
+        from . import translate  # noqa: F401  (translation's imports, while the children decode)
 
         results.update(_decode_share(mm, cuts, queue, workdir))
     finally:

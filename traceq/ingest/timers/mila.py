@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import BadInput
-from ..ingest.common import Parsed
-from ..schema import METRICS
+from ...errors import BadInput
+from ..common import Parsed
+from ...schema import METRICS
 
 ALIASES = {"train": "step_time", "train_item": "throughput"}
 

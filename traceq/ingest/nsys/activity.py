@@ -1,6 +1,6 @@
 """CUDA activity records of an nsys export -> gpu_ops / host_ops rows, one Arrow chunk at a time.
 
-Each translator takes a chunk (a record batch) of int64 columns (see `nsys.ACTIVITY`) and returns a table of
+Each translator takes a chunk (a record batch) of int64 columns (see `reader.ACTIVITY`) and returns a table of
 the canonical schema (text dictionary-encoded). Everything that depends on a name or an enum value (the text of a
 StringIds id, its `_vNNNN`-less form, its category, a memcpy label) is computed once per
 distinct value, cached for the whole export, and gathered back to the rows by position
@@ -19,10 +19,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from ..rules.categories import classify
-from .common import strip_api_suffix_expr
-from .first_by_key import coded, first_by_key, joined
+from ... import schema
+from ...rules.categories import classify
+from ..common import strip_api_suffix_expr
+from ..first_by_key import coded, first_by_key, joined
 
 # gpu_ops.copy_kind: short direction per memcpy enum value.
 COPY_KINDS = {

@@ -1,55 +1,25 @@
-"""Kineto raw parts -> the canonical tables gpu_ops, host_ops and regions, in bounded memory.
-
-Reads the raw event relation (`kineto_raw`) that decoding wrote and writes the tables through
-`open_table(name).write(arrow_table)` (the store's staging files, see `Store.stage`), chunk by
-chunk of `_TCHUNK` rows, in file order. Only small global facts are held in memory:
-
-1. a first pass finds the trace's span (`validate.bounds_of`: the start times of the sane
-   events, 8 bytes each) and whether any host B/E event survives validation, from the facts
-   the decoders saved beside the raw parts (`kineto_raw.SpanFacts`);
-2. the main pass routes each chunk into host, GPU and region events (by category, as
-   torch.profiler writes them), converts times to ns, drops invalid times (one warning, one
-   example), writes host_ops, and keeps the correlation -> launching pid map of the runtime
-   calls, the host event count per pid, the GPU events (to a scratch file), the B/E events
-   (paired at the end: they need their whole thread) and the regions (small; their nesting
-   depth needs them all);
-3. gpu_ops: the scratch GPU events in pieces of at most `_GPU_ROWS` rows, each op linked
-   to the pid of the runtime call with the same correlation (else the busiest host pid),
-   classified (and its memcpy kinds read from its name) once per distinct (name, kind).
-
-Row order and values are those of translating the whole trace at once: host and GPU rows in
-file order, then the ones completed from B/E pairs; regions on the CPU, then on the GPU.
+"""Raw rows -> the rows of host_ops, gpu_ops and regions, chunk by chunk (`translate` runs the
+passes): routing by category, ns times and their validation, B/E pairing, the launch map
+(correlation -> launching pid), and the classification of GPU ops.
 """
 from __future__ import annotations
 
 import threading
-from functools import partial
-from itertools import chain, groupby
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
-import msgspec
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..rules.categories import classify
-from ..errors import BadInput
-from ..schema import TRUNCATED_WARNING
-from ..threads import ordered_map
-from . import memory
-from .common import nesting_depth
-from .first_by_key import coded, first_by_key, joined
-from .kineto_raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, RAW_SCHEMA, Decoded, host_be_path, starts_path
-from .ns_times import Times
-from .validate import bounds_of, dropped_message, fmt_value, keep_expr
+from ...rules.categories import classify
+from ..common import nesting_depth
+from ..first_by_key import coded, first_by_key, joined
+from ..ns_times import Times
+from ..validate import dropped_message, fmt_value, keep_expr
+from .raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND
 
-_TCHUNK = 1 << 16   # rows per translation chunk
-_GPU_ROWS = 1 << 14  # GPU events per piece of the gpu_ops pass, at most (and at most _TCHUNK)
-_THREADS = 2        # threads routing the chunks of the main pass (traceq.threads.ordered_map)
 
-# category (lower-cased) -> gpu_ops kind: kineto_raw.GPU_KIND. Device activity of MTIA: its
+# category (lower-cased) -> gpu_ops kind: raw.GPU_KIND. Device activity of MTIA: its
 # device is the trace pid ("MTIA 9"), its stream the tid when args carry none; `_MTIA_KIND`
 # refines the kind by name.
 # MTIA on-device names: `dma_request` (DMA copies, HTA's "MTIA Memory" pattern ^dma),
@@ -70,66 +40,11 @@ _ANNOTATION_CATS = list(ANNOTATION_CATS)
 _OP_CATS = ["cpu_op", "Operator", "operator", "CPU_OP"]
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
 _HOST_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
-_GPU_COLS = [*_HOST_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
-             "block_x", "block_y", "block_z", "arg_kind",
-             "collective", "pg_name", "pg_desc", "group_size", "seq"]
+GPU_COLS = [*_HOST_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
+            "block_x", "block_y", "block_z", "arg_kind",
+            "collective", "pg_name", "pg_desc", "group_size", "seq"]
 _BE = ["B", "E"]
 HOST, GPU, REGION = 0, 1, 2
-
-OpenTable = Callable[[str], "object"]   # table name -> a writer with .write(pa.Table)
-
-
-# ------------------------------------------------------------------ rows
-def _scan(parts: list[Path], columns: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """The raw rows in file order, at most `_TCHUNK` rows at a time (`_readers`)."""
-    return (read() for read in _readers(parts, columns))
-
-
-def _readers(parts: list[Path], columns: list[str] | None = None) -> Iterator[Callable[[], pl.DataFrame]]:
-    """Readers of the raw rows in file order, at most `_TCHUNK` rows each, to call on any
-    thread (the main pass reads its chunks on the threads that route them). Consecutive small
-    parts (the parallel decoder's, of one chunk or less each) are read together as one chunk
-    (`_grouped`: 40 % faster than by slices); a bigger part a row group slice at a time (polars
-    reads each slice on its own: less memory than pyarrow's batch reader, which buffers)."""
-    sized = ((part, pq.read_metadata(part)) for part in parts)
-    for big, run in groupby(sized, key=lambda pm: pm[1].num_rows > _TCHUNK):
-        if not big:
-            for group in _grouped(((part, meta.num_rows) for part, meta in run), _TCHUNK):
-                yield partial(_read_group, group, columns)
-            continue
-        for part, meta in run:
-            lazy = pl.scan_parquet(part)
-            if columns is not None:
-                lazy = lazy.select(columns)
-            at = 0
-            for i in range(meta.num_row_groups):
-                n = meta.row_group(i).num_rows
-                for lo in range(0, n, _TCHUNK):
-                    yield lazy.slice(at + lo, min(_TCHUNK, n - lo)).collect
-                at += n
-
-
-def _grouped(sized: Iterable[tuple[Path, int]], cap: int) -> Iterator[list[Path]]:
-    """Consecutive files (each with its row count) in groups of at most `cap` rows, a bigger
-    file alone; files without rows left out."""
-    group: list[Path] = []
-    rows = 0
-    for path, n in sized:
-        if group and rows + n > cap:
-            yield group
-            group, rows = [], 0
-        if n:
-            group.append(path)
-            rows += n
-    if group:
-        yield group
-
-
-def _read_group(parts: list[Path], columns: list[str] | None) -> pl.DataFrame:
-    """Small parts as one frame, each read on its own and kept as a chunk of it (polars'
-    reading of a list of files at once held ~15 MB more at the peak)."""
-    frames = [pl.read_parquet(p, columns=columns) for p in parts]
-    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
 def _routes(ev: pl.DataFrame) -> pl.Series:
@@ -142,7 +57,7 @@ def _routes(ev: pl.DataFrame) -> pl.Series:
     return ev.select(pl.when(gpu).then(GPU).when(region).then(REGION).otherwise(HOST).alias("r"))["r"]
 
 
-def _series(values: np.ndarray, valid: np.ndarray | None = None) -> pl.Series:
+def series(values: np.ndarray, valid: np.ndarray | None = None) -> pl.Series:
     """A 1-d NumPy array of numbers as a polars Series of its type, null where not `valid`.
     Made from Arrow buffers: polars' and pyarrow's conversions of NumPy arrays import
     `numpy.ma`, and polars' of an Arrow array `pyarrow.compute` (~30 ms of the start-up of an
@@ -154,14 +69,14 @@ def _series(values: np.ndarray, valid: np.ndarray | None = None) -> pl.Series:
     return pl.from_arrow(pa.table({"": array})).to_series()
 
 
-def _with_ns(ev: pl.DataFrame) -> pl.DataFrame:
+def with_ns(ev: pl.DataFrame) -> pl.DataFrame:
     """start_ns/end_ns (null when not representable; a negative `dur` ends before the start,
     and is dropped as inverted), keeping the raw ts/dur for the validation warning. A null
     `dur` is 0 ns; end_ns is null unless both are representable and |start_ns| <= LIMIT_NS
     (`ns_times.Times`)."""
     t = Times(ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["dur"].is_null().to_numpy())
-    return ev.with_columns(start_ns=_series(t.start, t.start_ok), dur_ns=_series(t.dur, t.dur_ok),
-                           end_ns=_series(t.end, t.end_ok))
+    return ev.with_columns(start_ns=series(t.start, t.start_ok), dur_ns=series(t.dur, t.dur_ok),
+                           end_ns=series(t.end, t.end_ok))
 
 
 def _describe(row: dict) -> str:
@@ -176,7 +91,7 @@ def _compact(ev: pl.DataFrame) -> pl.DataFrame:
     return pl.from_arrow(ev.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
-def _prepared(ev: pl.DataFrame) -> pl.DataFrame:
+def prepared(ev: pl.DataFrame) -> pl.DataFrame:
     """Validated ns times -> lower-cased category and dur_ns (end_ns comes back after pairing)."""
     return ev.with_columns(
         dur_ns=pl.col("end_ns") - pl.col("start_ns"),
@@ -184,12 +99,12 @@ def _prepared(ev: pl.DataFrame) -> pl.DataFrame:
     ).drop("ts", "dur", "end_ns")
 
 
-def _with_end(ev: pl.DataFrame) -> pl.DataFrame:
+def with_end(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
 # ------------------------------------------------------------------ pairing B/E
-def _pair_begin_end(be: pl.DataFrame, t_end: int | None) -> pl.DataFrame:
+def pair_begin_end(be: pl.DataFrame, t_end: int | None) -> pl.DataFrame:
     """Turn B/E pairs (all B/E events of a table, in file order) into complete (X-like)
     events: the k-th B at a stack level of a thread pairs with the k-th E that closes that
     level. Unmatched B's stay open until `t_end` (the last end of the table's events) and
@@ -213,7 +128,7 @@ def _pair_begin_end(be: pl.DataFrame, t_end: int | None) -> pl.DataFrame:
 # ------------------------------------------------------------------ tables
 def _copy_names(name: pl.Expr) -> list[pl.Expr]:
     """What a memcpy's name says of it: the direction (`Memcpy HtoD`) and the source and
-    destination memory kinds (`(Device -> Pinned)`); per distinct name (`_Classes`)."""
+    destination memory kinds (`(Device -> Pinned)`); per distinct name (`Classes`)."""
     return [
         name.str.extract(r"Memcpy\s+(\w+)", 1).alias("_direction"),
         name.str.extract(r"\((\w+)\s*->", 1).alias("_src"),
@@ -246,7 +161,7 @@ def _is_region(ev: pl.DataFrame) -> pl.Expr:
     return pl.col("_cat").is_in(list(_REGION_CATS)) | (pl.col("_cat").is_in(["cpu_op", "operator"]) & named)
 
 
-class _Launches:
+class Launches:
     """correlation -> pid of the first runtime/driver call (host_ops order) with that
     correlation, and the host event count per pid; collected chunk by chunk, as NumPy arrays.
 
@@ -306,7 +221,7 @@ class _Launches:
             corr = np.where(known, corr, 0).astype(np.uint32)
         idx = np.minimum(np.searchsorted(self.keys, corr), len(self.keys) - 1)
         hit = known & (self.keys[idx] == corr)
-        return _series(self.pid_values[self.codes[idx]], hit).rename("_host_pid")
+        return series(self.pid_values[self.codes[idx]], hit).rename("_host_pid")
 
 
 def _compact_keys(keys: np.ndarray) -> np.ndarray:
@@ -316,7 +231,7 @@ def _compact_keys(keys: np.ndarray) -> np.ndarray:
     return keys.astype(np.int64, copy=True)
 
 
-class _Classes:
+class Classes:
     """identity, library and category of GPU ops, and what a memcpy's name says of it
     (`_copy_names`), computed once per distinct (name, kind)."""
 
@@ -338,7 +253,7 @@ class _Classes:
         return g.join(known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
 
 
-def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes: _Classes) -> pl.DataFrame:
+def gpu_ops_of(g: pl.DataFrame, launches: Launches, main_pid: int | None, classes: Classes) -> pl.DataFrame:
     g = g.filter(pl.col("_cat").is_in(list(GPU_KIND)))
     g = g.with_columns(kind=pl.col("_cat").replace_strict(GPU_KIND, default="kernel"))
     mtia = pl.col("_cat") == "mtia_ccp_events"
@@ -365,11 +280,11 @@ def _gpu_ops(g: pl.DataFrame, launches: _Launches, main_pid: int | None, classes
                     *[c for c in _COLLECTIVE_ID if c in g.columns])
 
 
-# Collective identity (kineto_raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)
+# Collective identity (raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)
 _COLLECTIVE_ID = ("collective", "pg_name", "pg_desc", "group_size", "seq")
 
 
-def _regions(r: pl.DataFrame) -> pl.DataFrame:
+def regions_of(r: pl.DataFrame) -> pl.DataFrame:
     for col in ("device", "stream"):
         if col not in r.columns:
             r = r.with_columns(pl.lit(None, pl.Int64).alias(col))
@@ -390,52 +305,15 @@ def _regions(r: pl.DataFrame) -> pl.DataFrame:
     cpu = r.filter(~on_gpu)
     depth = nesting_depth(cpu["pid"].fill_null(-1).to_numpy(), cpu["tid"].fill_null(-1).to_numpy(),
                           cpu["start_ns"].to_numpy(), cpu["end_ns"].to_numpy())
-    cpu = cpu.with_columns(depth=_series(depth).cast(pl.Int32))
+    cpu = cpu.with_columns(depth=series(depth).cast(pl.Int32))
     gpu = r.filter(on_gpu).with_columns(depth=pl.lit(None, pl.Int32))
     r = pl.concat([cpu, gpu])
     return r.select("pid", "tid", "source", "name", "domain", "start_ns", "end_ns", "depth", "step", "device",
                     "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished")
 
 
-def _no_events(n_items: int, not_objects: int, dropped: str | None, first: bytes | None) -> str:
-    """Why a document with a trace event list still holds no event to store."""
-    if n_items == 0:
-        return "no trace events (the event list is empty)"
-    if dropped:
-        return f"no trace events left: {dropped}"
-    if not_objects == n_items:
-        return f"not a trace: a JSON list of {n_items} items, none of them a JSON object"
-    keys = ""
-    if first is not None:
-        try:
-            item = msgspec.json.decode(first, type=dict[str, msgspec.Raw])
-            keys = " (the first has keys " + ", ".join(repr(k[:40]) for k in list(item)[:8]) + ")"
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-    return (f"no trace events: a list of {n_items} JSON records{keys}, none of them a trace event "
-            '(an object with "ph" X, B or E and a numeric "ts")')
 
-
-# ------------------------------------------------------------------ the passes
-def _span(parts: list[Path]) -> tuple[tuple[int, int, int] | None, pl.DataFrame]:
-    """Pass 1: the trace's bounds (validate) and the times of the sane host B/E events, from
-    the facts the decoders saved beside the parts (`kineto_raw.SpanFacts`).
-
-    The sane start times go into one array sized for all of them (8 bytes per event, the one
-    thing here that grows with the trace), filled in place: no list of pieces to concatenate."""
-    sizes = [np.load(starts_path(p), mmap_mode="r").shape[0] for p in parts]
-    starts = np.empty(sum(sizes), np.int64)
-    at = 0
-    for p, n in zip(parts, sizes):
-        starts[at:at + n] = np.load(starts_path(p))
-        at += n
-    bounds = bounds_of(starts)
-    host_be = [np.load(host_be_path(p)) for p in parts if host_be_path(p).exists()]
-    times = np.concatenate(host_be) if host_be else np.empty((0, 2), np.int64)
-    return bounds, pl.DataFrame([_series(times[:, 0]).alias("start_ns"), _series(times[:, 1]).alias("end_ns")])
-
-
-class _Checks:
+class Checks:
     """Rows dropped by validation: the count, and the first example of each table (chunks are
     checked on their own, `checked`, and counted here in file order)."""
 
@@ -446,7 +324,7 @@ class _Checks:
     def checked(self, ev: pl.DataFrame) -> tuple[pl.DataFrame, int, str | None]:
         """The rows of `ev` with valid times (ns columns added), how many were dropped, and
         the first of them described."""
-        ev = _with_ns(ev)
+        ev = with_ns(ev)
         mask = ev.select(self.keep.alias("k"))["k"]
         n_bad = int(mask.len() - mask.sum())
         if not n_bad:
@@ -463,7 +341,7 @@ class _Checks:
         return dropped_message(self.count, self.bounds, example)
 
 
-class _Last:
+class Last:
     """The last end time of a table's events (unmatched B's stay open until then)."""
 
     def __init__(self) -> None:
@@ -474,8 +352,8 @@ class _Last:
             self.value = m
 
 
-class _Chunk:
-    """What the main pass makes of one chunk of raw rows on its own (`_route_chunk`, run on
+class Chunk:
+    """What the main pass makes of one chunk of raw rows on its own (`route_chunk`, run on
     a thread: polars and NumPy release the GIL); `translate` takes the chunks in file order.
     Per table (HOST, GPU, REGION): the rows dropped by validation, with the first described;
     the rows kept; host: the host_ops rows, and the annotations among paired B/E (moved to
@@ -493,10 +371,10 @@ class _Chunk:
         self.last: dict[int, int | None] = {}
 
 
-def _route_chunk(ev: pl.DataFrame, check: _Checks, paired: bool, gpu_file: Path) -> _Chunk:
-    out = _Chunk()
+def route_chunk(ev: pl.DataFrame, check: Checks, paired: bool, gpu_file: Path) -> Chunk:
+    out = Chunk()
     routes = _routes(ev)
-    for table, cols in ((HOST, _HOST_COLS), (GPU, _GPU_COLS), (REGION, _GPU_COLS)):
+    for table, cols in ((HOST, _HOST_COLS), (GPU, GPU_COLS), (REGION, GPU_COLS)):
         rows = ev.filter(routes == table)
         if rows.height == 0:
             continue
@@ -507,24 +385,24 @@ def _route_chunk(ev: pl.DataFrame, check: _Checks, paired: bool, gpu_file: Path)
         if rows.height == 0:
             continue
         if table == REGION:
-            out.regions = _compact(_with_end(_prepared(rows)))
+            out.regions = _compact(with_end(prepared(rows)))
             continue
         out.last[table] = rows["end_ns"].max()
-        rows = _prepared(rows)
+        rows = prepared(rows)
         is_be = rows["ph"].is_in(_BE)
         if is_be.any():
             out.be[table] = _compact(rows.filter(is_be))
             rows = rows.filter(~is_be)
-        rows = _with_end(rows)
+        rows = with_end(rows)
         if table == HOST:
-            out.host, out.moved = _host_rows(rows, paired)
+            out.host, out.moved = host_rows(rows, paired)
         elif rows.height:
             rows.write_parquet(gpu_file, compression="uncompressed", statistics=False)
             out.gpu_file = gpu_file
     return out
 
 
-def _host_rows(h: pl.DataFrame, paired: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+def host_rows(h: pl.DataFrame, paired: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """host_ops rows of host events, and the annotations among them, moved to regions when
     B/E pairs were completed on the host side (`paired`)."""
     moved = None
@@ -535,95 +413,3 @@ def _host_rows(h: pl.DataFrame, paired: bool) -> tuple[pl.DataFrame, pl.DataFram
             h = h.filter(~is_region)
     return _host_ops(h), moved
 
-
-def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: list[str]) -> None:
-    """Write gpu_ops, host_ops and regions of the decoded trace (module doc); append the
-    warnings (items that are no objects, dropped times, CPU-only, open spans)."""
-    parts = decoded.parts
-    bounds, host_be_times = _span(parts)
-    memory.release()   # the start times of pass 1
-    paired = bool(host_be_times.height) and bool(host_be_times.select(keep_expr(bounds).any()).item())
-    check = _Checks(bounds)
-    host_out, launches = open_table("host_ops"), _Launches()
-    scratch = (parts[0].parent if parts else Path(".")) / "gpu-events"
-    gpu_files: list[Path] = []
-    be = {HOST: [], GPU: []}
-    last = {HOST: _Last(), GPU: _Last()}
-    region_rows: list[pl.DataFrame] = []
-    moved: list[pl.DataFrame] = []
-    kept = n_open = n_gpu = 0
-
-    def write_host(host: pl.DataFrame, moved_rows: pl.DataFrame | None) -> None:
-        nonlocal n_open
-        if moved_rows is not None:
-            moved.append(moved_rows)
-        if host.height:
-            host_out.write(host.to_arrow())
-            launches.add(host)
-            n_open += int(host["unfinished"].sum() or 0)
-
-    def route(item: tuple[int, Callable[[], pl.DataFrame]]) -> _Chunk:
-        i, read = item
-        return _route_chunk(read(), check, paired, scratch.with_name(f"gpu-events-{i:04d}.parquet"))
-
-    for chunk in ordered_map(route, enumerate(_readers(parts)), _THREADS, in_flight=2):   # taken in file order
-        for table, n_bad, example in chunk.dropped:
-            check.count_dropped(table, n_bad, example)
-        kept += chunk.kept
-        for table, value in chunk.last.items():
-            last[table].see(value)
-        for table, rows in chunk.be.items():
-            be[table].append(rows)
-        if chunk.regions is not None:
-            region_rows.append(chunk.regions)
-        if chunk.host is not None:
-            write_host(chunk.host, chunk.moved)
-        if chunk.gpu_file is not None:
-            gpu_files.append(chunk.gpu_file)
-    dropped = check.message()
-    if not kept:
-        raise BadInput(_no_events(decoded.n_items, decoded.not_objects, dropped, decoded.first), source)
-    if decoded.not_objects:
-        warnings.append(f"skipped {decoded.not_objects} items of the event list that are not JSON objects")
-    if dropped:
-        warnings.append(dropped)
-    if be[HOST]:
-        write_host(*_host_rows(_with_end(_pair_begin_end(pl.concat(be[HOST]), last[HOST].value)), paired))
-    be[HOST] = []
-    launches.finish()
-    main_pid = launches.main_pid()
-    memory.release()   # the main pass's chunks
-
-    gpu_out, classes = open_table("gpu_ops"), _Classes()
-    pieces: Iterator[pl.DataFrame] = _gpu_pieces(gpu_files)
-    if be[GPU]:
-        pieces = chain(pieces, [_with_end(_pair_begin_end(pl.concat(be[GPU]), last[GPU].value))])
-    gpu_ops = partial(_gpu_ops, launches=launches, main_pid=main_pid, classes=classes)
-    for out in ordered_map(gpu_ops, pieces, _THREADS, in_flight=2):   # in file order
-        n_gpu += out.height
-        if out.height:
-            gpu_out.write(out.to_arrow())
-    for f in gpu_files:
-        f.unlink(missing_ok=True)
-
-    region_ev = pl.concat([*region_rows, *moved], how="diagonal_relaxed") if region_rows or moved else \
-        _with_end(_prepared(_with_ns(pl.from_arrow(RAW_SCHEMA.empty_table()).select(_GPU_COLS))))
-    regions = _regions(region_ev)
-    if regions.height:
-        open_table("regions").write(regions.to_arrow())
-    n_open += int(regions["unfinished"].sum() or 0)
-    if n_gpu == 0:
-        cut = any(w.startswith(TRUNCATED_WARNING) for w in warnings)
-        warnings.append("no GPU activity in the events before the cut (its GPU events may be missing): GPU analyses "
-                        "will be empty" if cut else "no GPU activity in this trace (CPU-only): GPU analyses will be empty")
-    if n_open:
-        warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
-
-
-def _gpu_pieces(files: list[Path]) -> Iterator[pl.DataFrame]:
-    """The scratch GPU events in file order, consecutive files read together up to `_GPU_ROWS`
-    rows (the main pass writes one file per chunk, often of a few thousand rows, and each
-    `_gpu_ops` call costs ~2 ms whatever its size; bigger pieces than 16 k rows cost memory:
-    +27 MB peak RSS at 64 k rows on the 8x replica)."""
-    sized = ((f, pq.read_metadata(f).num_rows) for f in files)
-    return (_read_group(group, None) for group in _grouped(sized, min(_GPU_ROWS, _TCHUNK)))

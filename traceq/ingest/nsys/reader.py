@@ -1,4 +1,4 @@
-"""Nsight Systems SQLite export -> canonical tables (DESIGN §3, REFERENCE A2.5 and D2).
+"""Nsight Systems SQLite export -> canonical tables.
 
 Owns the translation of one `nsys export --type sqlite` file of schema 2.x (`EXPORT_META_DATA`),
 3.x (`META_DATA_EXPORT`) or a legacy export without a meta table:
@@ -12,8 +12,8 @@ Owns the translation of one `nsys export --type sqlite` file of schema 2.x (`EXP
 nsys creates tables lazily and renames columns between versions, so every table and column
 is probed; a missing table means no rows, a missing column means nulls. The activity tables
 are read as integers only, in rowid-range chunks on all cores, by the ADBC SQLite driver
-straight into Arrow (`sqlite_arrow`; Python's sqlite3 builds a tuple per row and was the
-bottleneck), and translated chunk by chunk with vectorised Arrow kernels (`nsys_activity`):
+straight into Arrow (`sqlite_arrow`; Python's sqlite3 would build a tuple per row), and
+translated chunk by chunk with vectorised Arrow kernels (`activity`):
 names, categories and enum labels are computed once per distinct StringIds id or enum value,
 `globalTid`/`globalPid` are decoded per chunk (PID = bits 24..47, TID = bits 0..23). NVTX
 nesting depth is a numpy sweep.
@@ -39,14 +39,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from ..errors import BadInput
-from ..threads import ordered_map
-from .common import Parsed, nesting_depth
-from .nsys_activity import Activity, Waits
+from ... import schema
+from ...errors import BadInput
+from ...threads import ordered_map
+from ..common import Parsed, nesting_depth
+from .activity import Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
 from .start_histogram import StartHistogram
-from .validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, keep_expr, sane
+from ..validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, keep_expr, sane
 
 # Enum labels for schema 2.x exports, which have no ENUM_* tables (same as the 3.x tables).
 MEMCPY_LABELS = {
@@ -112,7 +112,7 @@ def read(path: Path, stream: bool = False) -> Parsed:
     which writes them chunk by chunk when the store stages them (memory bounded by the chunk
     size); else they are collected in memory into `Parsed.tables`."""
     path = Path(path)
-    with _open(path) as export:
+    with open_export(path) as export:
         parsed = export.facts()
     parsed.fill = partial(_fill, path, parsed)
     if not stream:
@@ -121,11 +121,12 @@ def read(path: Path, stream: bool = False) -> Parsed:
 
 
 @contextlib.contextmanager
-def _open(path: Path):
+def open_export(path: Path):
+    """The export at `path` open for reading (`Export`), closed on leaving."""
     try:
         con = _connect(path)
         try:
-            yield _Export(con, path)
+            yield Export(con, path)
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -135,12 +136,12 @@ def _open(path: Path):
 def _fill(path: Path, parsed: Parsed, open_table) -> None:
     """Parsed.fill: write gpu_ops, host_ops and regions through `open_table(name).write(t)`;
     the warnings about them go before the reader's others (the rank's)."""
-    with _open(path) as export:
+    with open_export(path) as export:
         parsed.warnings[0:0] = export.fill(open_table)
 
 
 class _Collector:
-    """An in-memory `open_table` target (nsys.read without `stream`)."""
+    """An in-memory `open_table` target (`read` without `stream`)."""
 
     def __init__(self):
         self.parts: list[pa.Table] = []
@@ -158,7 +159,7 @@ def _collected(fill) -> dict[str, pa.Table]:
     return {name: pa.concat_tables(c.parts) if c.parts else schema.empty(name) for name, c in sinks.items()}
 
 
-class _Export:
+class Export:
     """One open export: probes its tables and columns, reads them into canonical frames."""
 
     def __init__(self, con: sqlite3.Connection, path: Path):
@@ -445,7 +446,7 @@ class _Export:
 
 
 class _Tally:
-    """What `_Export.activity` kept and dropped: rows, kernels, the span of the times kept,
+    """What `Export.activity` kept and dropped: rows, kernels, the span of the times kept,
     the last end per table, the drops with the first of each table."""
 
     def __init__(self):

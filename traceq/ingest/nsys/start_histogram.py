@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .validate import ABSURD_FACTOR, MIN_WIDTH_NS
+from ..validate import ABSURD_FACTOR, MIN_WIDTH_NS
 
 MAX_BUCKETS = 1 << 16
 

@@ -1,0 +1,124 @@
+"""The Kineto reader: a trace file -> raw parts (decoded in a scratch folder) -> the canonical
+tables (translated chunk by chunk while the store stages them).
+"""
+from __future__ import annotations
+
+import mmap
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+
+from .. import memory
+from ..common import Parsed
+from . import decode
+from .events import Trace
+from .raw import Decoded
+from .recover import decode_whole
+from .rows import RawWriter, to_int
+from .text import open_text
+from .windows import decode_windows
+
+
+def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> Decoded:
+    """Decode the JSON text `mm` (of the file `text_path`; `source` names the file in errors)
+    into raw parts in `workdir`. The fast parallel decoder first (`decode`: plain, well-typed
+    traces); else window by window when the document lets itself be cut (a `traceEvents`
+    list, or a bare list, of events: `windows`), else whole (`recover`)."""
+    fast = decode.decode_fast(text_path, workdir, decode.threads_here())
+    if fast is not None:
+        return fast
+    out = RawWriter(workdir)
+    try:
+        got = decode_windows(mm, source, out)
+        if got is None:
+            out.discard()
+            got = decode_whole(mm, source, out)
+        meta, n_items, not_objects, first, warnings = got
+        return Decoded(out.close(), meta, n_items, not_objects, first, warnings)
+    except BaseException:
+        out.discard()
+        raise
+
+
+def _devices(trace: Trace) -> list[dict]:
+    out = []
+    for d in (trace.deviceProperties or trace.computeProperties or []):
+        out.append({"id": to_int(d.id), "name": d.name if isinstance(d.name, str) else None,
+                    "sm_count": to_int(d.numSms if d.numSms is not None else d.multiProcessorCount),
+                    "memory_bytes": to_int(d.totalGlobalMem)})
+    return out
+
+
+def _clock_offset(base, warnings: list[str]) -> int:
+    from ..validate import LIMIT_NS, fmt_value   # imports polars: decoding runs without it
+
+    if base is None or abs(base) <= LIMIT_NS:
+        return int(base or 0)
+    warnings.append(f"ignored baseTimeNanoseconds {fmt_value(base)}: not representable as int64 ns")
+    return 0
+
+
+def read(path: Path, workdir: Path | None = None) -> Parsed:
+    """Decode the trace into raw parts in `workdir` (a scratch folder its caller removes) and
+    return its facts; the tables are written by `Parsed.fill(open_table)` (see `Store.stage`),
+    which translates the raw parts chunk by chunk (`translate`). Without `workdir` (tests,
+    tools) a temporary folder is used and the tables come back in memory in `Parsed.tables`."""
+    if workdir is None:
+        return _read_in_memory(Path(path))
+    path, workdir = Path(path), Path(workdir)
+    text_path, mm = open_text(path, workdir)
+    try:
+        decoded = decode_text(text_path, mm, workdir, path)
+    finally:
+        try:
+            mm.close()
+        except BufferError:   # a slice still refers to it: the collector frees it
+            pass
+        if text_path != path:
+            text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
+    meta = decoded.meta
+    info = meta.distributedInfo if isinstance(meta.distributedInfo, dict) else {}
+    late: list[str] = []   # the clock warning, reported after translation's warnings
+    offset = _clock_offset(meta.baseTimeNanoseconds, late)
+    host_name = meta.host_name if isinstance(meta.host_name, str) else meta.hostname if isinstance(meta.hostname, str) else None
+    parsed = Parsed(
+        tables={}, format="kineto",
+        format_version=None if meta.schemaVersion is None else str(meta.schemaVersion),
+        rank=to_int(info.get("rank")), world_size=to_int(info.get("world_size")),
+        host=host_name, devices=_devices(meta), clock_offset_ns=offset, warnings=decoded.warnings,
+    )
+
+    def fill(open_table) -> None:
+        from .translate import translate   # imports polars (the parallel decoder loads it while its workers decode)
+
+        memory.release()   # what decoding freed (module doc of `memory`)
+        translate(decoded, path, open_table, parsed.warnings)
+        parsed.warnings.extend(late)
+
+    parsed.fill = fill
+    return parsed
+
+
+class _Collected:
+    """An `open_table` target that keeps the pieces in memory (`read` without a workdir)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+
+    def write(self, table: pa.Table) -> None:
+        self.pieces.append(table)
+
+
+def _read_in_memory(path: Path) -> Parsed:
+    tmp = Path(tempfile.mkdtemp(prefix="traceq-kineto-"))
+    try:
+        parsed = read(path, tmp)
+        out: dict[str, _Collected] = {}
+        parsed.fill(lambda table: out.setdefault(table, _Collected()))
+        parsed.tables = {t: pa.concat_tables(c.pieces) for t, c in out.items() if c.pieces}
+        parsed.fill = None
+        return parsed
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
