@@ -196,10 +196,11 @@ def store_digest(store: Path) -> dict[str, str]:
 
 def run_analyses(store: Path, run: str) -> None:
     """Every analysis on the run; only TraceqError (an answer for the user) may come out."""
-    import traceq
+    from scoped import breakdown, hotspots, overlap, stalls, summary
+
     from traceq.errors import TraceqError
 
-    for fn in (traceq.hotspots, traceq.summary, traceq.overlap, traceq.breakdown, traceq.stalls):
+    for fn in (hotspots, summary, overlap, breakdown, stalls):
         try:
             fn(store, run=run)
         except TraceqError as exc:
