@@ -1,4 +1,4 @@
-"""Advice speaks the program's language (sql/framework.sql, Evidence.said): PyTorch APIs
+"""Advice speaks the program's language (queries/framework.sql, Evidence.said): PyTorch APIs
 only where the scope shows PyTorch, CUDA/HIP calls and framework-neutral fixes elsewhere.
 
 The synthetic trace is a CUDA program with pageable synchronous copies and device syncs
@@ -19,7 +19,7 @@ from scoped import diagnose, stalls
 from traceq.advice import evidence_for, findings
 from traceq.advice.stall_advice import advice
 from traceq.engine.scope import open_scope
-from traceq.sql import install_macros, load
+from traceq.queries import install_macros, load
 from traceq.ingest import ingest
 
 # PyTorch words no advice may use on a program that shows no PyTorch

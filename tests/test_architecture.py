@@ -169,3 +169,15 @@ def test_every_analysis_is_one_module_the_registry_finds():
     assert set(REGISTRY) == found
     for name, spec in REGISTRY.items():
         assert spec.compute.__module__ == f"traceq.analyses.{name}"
+
+
+def test_module_level_api_functions_stay_functions_once_the_analyses_are_loaded():
+    """`traceq.sql(query, store)` and `traceq.<analysis>(store, ...)` are the Python API: no
+    subpackage of the same name may replace them as attributes of the package."""
+    import traceq
+    import traceq.analyses.registry  # noqa: F401  (loads every analysis and what they import)
+    from traceq.analyses.registry import REGISTRY
+
+    for name in ("sql", "runs", "open_store", *REGISTRY):
+        assert callable(getattr(traceq, name)), name
+        assert f"traceq.{name}" not in MODULES, f"traceq/{name} is a module: it shadows traceq.{name}()"

@@ -1,5 +1,5 @@
 """Collective identity, matching and the common clock across ranks (issue 10; traceq/clocks.py,
-sql/ranks_rank.sql, clock_refine.sql, collectives.sql).
+queries/ranks_rank.sql, clock_refine.sql, collectives.sql).
 
 * Synthetic: 4 ranks whose NCCL kernels carry a process group and a sequence number, with
   known raw clock errors, arrival delays, a straggler, a rank that missed one collective and

@@ -1,4 +1,4 @@
-"""Stall causes (sql/stalls_gaps.sql): one synthetic Kineto trace per cause, shaped like
+"""Stall causes (queries/stalls_gaps.sql): one synthetic Kineto trace per cause, shaped like
 the real situation it names, whose expected split is derived here independently: every
 microsecond of every GPU-idle gap is classified by plain Python over the events written
 (the lowest precedence level of the host events covering it)."""

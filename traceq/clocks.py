@@ -13,8 +13,8 @@ the same atomic manifest write that commits the ranks (`align_rows`, the hook of
 `clock_refine_ns` is NULL when nothing was aligned (a single rank, no collective shared with
 another rank). `traceq ranks` reads it, and computes it (`refine`) for a run whose manifest holds none.
 
-SQL: sql/ranks_rank.sql (the collective instances of each rank, with their matching
-key), sql/clock_refine.sql (the refinement).
+SQL: queries/ranks_rank.sql (the collective instances of each rank, with their matching
+key), queries/clock_refine.sql (the refinement).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ END_TOLERANCE_NS = 500_000
 
 def refine(con) -> dict[int, int | None]:
     """{rank: refine_ns or None} from the tables coll_kernels and rank_clock on `con`."""
-    from .sql import run_script
+    from .queries import run_script
 
     return dict(run_script(con, "clock_refine", {"end_tolerance_ns": END_TOLERANCE_NS}).iter_rows())
 
@@ -47,7 +47,7 @@ def refine_run(store_path: Path, rows: list[dict]) -> dict[int, int | None]:
     """The refinement of every rank of one run from its manifest rows (files in place)."""
     import duckdb
 
-    from .sql import run_script
+    from .queries import run_script
     from .store import table_view
 
     con = duckdb.connect(":memory:")

@@ -4,7 +4,7 @@ views, and returns a `Finding` that cites it (kernel names, counts, ms, % of GPU
 ms per step). `findings(scope)` runs every rule, drops what is below the floor (< 1 % of
 GPU time AND < 0.1 ms per step) and ranks the rest by estimated time to win per step.
 
-The advice names PyTorch APIs only where the scope shows PyTorch (sql/framework.sql,
+The advice names PyTorch APIs only where the scope shows PyTorch (queries/framework.sql,
 `Evidence.said`); elsewhere the same finding gets the fix in CUDA/HIP runtime calls and
 framework-neutral terms.
 

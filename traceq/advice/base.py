@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..lazy import polars as pl
 
-from ..sql import install_macros, load as load_sql
+from ..queries import install_macros, load as load_sql
 # Nothing is advised below this floor: less than FLOOR_PCT of its time base AND less than
 # FLOOR_MS_PER_STEP per step (either one reached keeps the finding). The time base is the
 # GPU op time for kernel findings and the GPU span for idle-time (stall) findings: idle
@@ -56,8 +56,8 @@ class Finding:
 
 @dataclass
 class Evidence:
-    """Facts about the scope (sql/advice_run.sql) and its GPU ops with their launch
-    context (sql/advice_ops.sql)."""
+    """Facts about the scope (queries/advice_run.sql) and its GPU ops with their launch
+    context (queries/advice_ops.sql)."""
     ops: pl.DataFrame
     steps: int            # the scope's steps (Scope.ensure_steps), else one per rank
     gpu_ns: int
@@ -65,7 +65,7 @@ class Evidence:
     backward_gpu: int
     optimizer_host: int
     optimizer_gpu: int
-    pytorch: bool = False  # PyTorch evidence (sql/framework.sql): advice may name PyTorch APIs
+    pytorch: bool = False  # PyTorch evidence (queries/framework.sql): advice may name PyTorch APIs
     stepped: bool = True   # the scope has steps; else `steps` is one per rank (the whole trace)
 
     @property
@@ -100,7 +100,7 @@ class Evidence:
 
 
 def evidence_parts(scope) -> tuple[dict, pl.DataFrame]:
-    """The scope's facts (sql/advice_run.sql: counts and sums) and ops (advice_ops.sql:
+    """The scope's facts (queries/advice_run.sql: counts and sums) and ops (advice_ops.sql:
     counts and sums per kernel/copy group): both add up over ranks (merge_evidence)."""
     scope.ensure_steps()
     install_macros(scope.con)

@@ -4,7 +4,7 @@ nvtx_gpu_proj_sum: a GPU op counts for every region on the launching thread that
 contains its launch call; gpu_proj = last op end − first op start per instance; gpu_busy =
 union of the ops. `--by timer`: CPU versus GPU time per timer key with its distribution.
 
-SQL: traceq/sql/breakdown_instances.sql (per instance), breakdown_rank.sql (per rank and
+SQL: traceq/queries/breakdown_instances.sql (per instance), breakdown_rank.sql (per rank and
 region: sums and counts), breakdown.sql (their totals and means), breakdown_timer.sql.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..engine.findings import fix_first_line, map_with_findings, rank_advice
 from ..engine.per_rank import concat, mapped
 from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
-from ..sql import install_macros, load as load_sql
+from ..queries import install_macros, load as load_sql
 from ..store import register_pl
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, sql_columns
 
@@ -41,7 +41,7 @@ def _install(scope: Scope) -> None:
 
 
 def _build_instances(scope: Scope, by: str) -> None:
-    """Temp table `bd_instances` on the scope's connection (sql/breakdown_instances.sql)."""
+    """Temp table `bd_instances` on the scope's connection (queries/breakdown_instances.sql)."""
     sources = region_sources(by)
     _install(scope)
     scope.df("CREATE OR REPLACE TEMP TABLE bd_instances AS " + load_sql("breakdown_instances"),
@@ -49,13 +49,13 @@ def _build_instances(scope: Scope, by: str) -> None:
 
 
 def instances_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
-    """Per region instance (see sql/breakdown_instances.sql)."""
+    """Per region instance (see queries/breakdown_instances.sql)."""
     _build_instances(scope, by)
     return scope.df("SELECT * FROM bd_instances ORDER BY rid")
 
 
 def partials_scoped(scope: Scope, by: str = "all") -> pl.DataFrame:
-    """Per rank and region: the sums and counts `breakdown` adds up (sql/breakdown_rank.sql)."""
+    """Per rank and region: the sums and counts `breakdown` adds up (queries/breakdown_rank.sql)."""
     _build_instances(scope, by)
     return scope.df(load_sql("breakdown_rank"))
 
@@ -104,7 +104,7 @@ def headline(df: pl.DataFrame, scope: Scope, by: str = "all") -> str:
         else:
             gpu = (f"{_ms(top['gpu_proj_ns'])} GPU projected, {_ms(top['gpu_busy_ns'])} busy"
                    + (f" (busy/CPU {ratio:.2f})" if ratio is not None else ""))
-        parts.append(f"top: {top['name'][:50]} {_ms(top['cpu_total_ns'])} CPU -> {gpu}")
+        parts.append(f"top: {(top['name'] or '(unnamed)')[:50]} {_ms(top['cpu_total_ns'])} CPU -> {gpu}")
     n_open = int(df["unfinished"].sum() or 0)
     if n_open:
         parts.append(f"{n_open} instance(s) still open at capture end (flagged, counted to capture end)")

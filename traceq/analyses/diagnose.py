@@ -3,7 +3,7 @@ evidence-gated findings (traceq/advice) ranked by estimated time to win per step
 
 The verdict compares shares of the GPU span (Σ per device of first op start → last op
 end): `gpu` (busy: not in an idle gap >= --min-gap-us) and the stall causes of the idle
-gaps (sql/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
+gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
 (synchronization + blocking_copy), `memory_management`, `launch` (launch_overhead), `host`
 (host_compute) and `unattributed`. Only what the host was seen doing while the GPU waited
 for it counts against the host: `host` and `launch` take their gap time only from gaps the

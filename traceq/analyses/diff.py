@@ -2,7 +2,7 @@
 total in A and B, delta, appeared / disappeared / changed / unchanged), CPU time per region
 name, and the summary/overlap headline numbers of both runs side by side.
 
-SQL: traceq/sql/diff_side.sql aggregates one run (each side in its own scope), diff.sql
+SQL: traceq/queries/diff_side.sql aggregates one run (each side in its own scope), diff.sql
 compares the two. `diff_scoped` returns {"categories", "kernels", "regions", "headline"}
 (the last one row), which the CLI prints one after another and JSON as one object.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
-from ..sql import run_script
+from ..queries import run_script
 from ..store import fetch_pl, register_pl
 from ..threads import ordered_map
 from .spec import Analysis, Block, Out, Param, Result

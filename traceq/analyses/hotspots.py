@@ -1,7 +1,7 @@
 """Kernel hotspots: GPU time per kernel, copy and memset name (the semantics of nsys'
 cuda_gpu_kern_sum: count, total, mean, median, min, max, stddev, share of all GPU op time),
 its category, and the advice of the evidence-gated findings that cite it (layout transposes,
-memsets, tiny-kernel swarms, pageable copies). SQL: traceq/sql/hotspots.sql.
+memsets, tiny-kernel swarms, pageable copies). SQL: traceq/queries/hotspots.sql.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..engine.scope import Scope
 from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from ..sql import load as load_sql
+from ..queries import load as load_sql
 from .spec import Analysis, Block, Column, Out, Param, Result, sql_columns
 
 REPORT_ROWS = 40

@@ -3,7 +3,7 @@ kernel time, the part of it hidden under compute kernels, the exposed rest, over
 100 · overlapped / communication (HTA's definition) and exposed communication as % of step
 time; across ranks min/median/max and the slowest rank.
 
-SQL: traceq/sql/summary_ops.sql (the ops, window and classes, shared with `summary`),
+SQL: traceq/queries/summary_ops.sql (the ops, window and classes, shared with `summary`),
 overlap_ops.sql (the ProfilerStep that launched each op), overlap.sql (per rank / per step)
 and overlap_ranks.sql (across ranks).
 """
@@ -14,7 +14,7 @@ from ..engine.per_rank import concat, mapped
 from ..engine.scope import Scope
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from ..sql import run_script
+from ..queries import run_script
 from ..store import register_pl
 from .spec import EXECUTOR_PARAMS, STEPS_HINT, TABLE_ROWS, WINDOW, Analysis, Block, Out, Param, Result, sql_columns
 from .summary import check_window, missing_ranks, no_gpu_text, prepare_ops

@@ -3,10 +3,10 @@
 A map over ranks, a small reduce: `rank_facts` runs once per rank on the executor (local
 process pool or Dask), reading that rank's files only, and returns its collective kernels
 (one row each), step count/time and exposed communication. The reduce joins those small
-frames in DuckDB (sql/collectives.sql, ranks.sql, collectives_by_type.sql). No process
+frames in DuckDB (queries/collectives.sql, ranks.sql, collectives_by_type.sql). No process
 ever holds more than one rank's events.
 
-SQL: sql/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
+SQL: queries/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
 rank), collectives.sql (clocks + instance matching), ranks.sql, collectives_by_type.sql.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..executor import ExecutorSpec, run_map
 from ..engine.scope import Scope
 from ..lazy import polars as pl
 from ..lazy import pyarrow as pa
-from ..sql import run_script
+from ..queries import run_script
 from ..store import Store
 from .spec import EXECUTOR_PARAMS, TABLE_ROWS, Analysis, Block, Out, Param
 

@@ -34,7 +34,7 @@ class Param:
 
     def check(self, value):
         if self.choices and value is not None and value not in self.choices:
-            from .errors import TraceqError
+            from ..errors import TraceqError
 
             raise TraceqError(f"{self.option} {value!r}: choose from {', '.join(self.choices)}")
         return value
@@ -248,7 +248,7 @@ EXECUTOR_OPTIONS = ("executor", "scheduler", "scheduler_file", "jobs")
 
 
 def sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:
-    """The output columns declared in the header of traceq/sql/<name>.sql, then `extra`."""
-    from ..sql import output_columns
+    """The output columns declared in the header of traceq/queries/<name>.sql, then `extra`."""
+    from ..queries import output_columns
 
     return (*(Column(c, m) for c, m in output_columns(name)), *extra)

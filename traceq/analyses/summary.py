@@ -3,9 +3,9 @@ first GPU op's start to the last one's end, idle = span − |union of all ops|, 
 |union of compute kernels|, non-compute = the rest (communication, copies, memsets), each
 also as % of the span.
 
-The SQL is traceq/sql/summary_ops.sql (which ops, in which window: traceq's exact `all`, or
+The SQL is traceq/queries/summary_ops.sql (which ops, in which window: traceq's exact `all`, or
 HTA 0.5.0's `hta`: ops launched before the last ProfilerStep, HTA's kernel classification
-and µs rounding) and traceq/sql/summary.sql (the breakdown). `prepare_ops` is shared with
+and µs rounding) and traceq/queries/summary.sql (the breakdown). `prepare_ops` is shared with
 overlap and diff, which read the same ops.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..engine.scope import Scope
 from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from ..sql import install_macros, run_script
+from ..queries import install_macros, run_script
 from .spec import EXECUTOR_PARAMS, WINDOW, Analysis, Out, sql_columns
 
 WINDOWS = ("all", "hta")

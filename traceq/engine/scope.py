@@ -6,7 +6,7 @@ and registers a temp table `scope_window(rank, lo_ns, hi_ns)` with, per rank, th
 window to analyse: the whole rank, or the span of the selected steps. Analyses join on it,
 so every analysis honours the same scope the same way.
 
-Steps come from sql/steps.sql (one source per rank: --step-pattern regions, else
+Steps come from queries/steps.sql (one source per rank: --step-pattern regions, else
 ProfilerStep#N, else timer BATCH, else DataLoader iterations) and carry the numbers the
 tables show. `--skip-first N` drops each rank's first N steps (warm-up), then
 `--steps A:B` keeps steps A to B, both included.
@@ -52,11 +52,11 @@ class Scope:
         self._steps_ready = True
 
     def ensure_links(self, empty: bool = False) -> None:
-        """Temp table scope_links (sql/launch_links.sql): every GPU op of the scope's ranks
+        """Temp table scope_links (queries/launch_links.sql): every GPU op of the scope's ranks
         with the runtime/driver call that launched it, joined once for the queries that need it.
         `empty`: only its columns (a query that names it but reads none of it), unless built."""
         if not self._links_ready:
-            from ..sql import load as load_sql
+            from ..queries import load as load_sql
             sql = load_sql("launch_links")
             self.df("CREATE OR REPLACE TEMP TABLE scope_links AS " + (f"SELECT * FROM ({sql}) WHERE false" if empty else sql))
             self._links_ready = not empty
@@ -105,8 +105,8 @@ def check_regex(con, option: str, pattern: str) -> None:
 
 
 def step_list(con, run: str, step_pattern: str | None = None) -> pl.DataFrame:
-    """Every step of every rank of `run` (sql/steps.sql): rank, step, step_source, start_ns, end_ns."""
-    from ..sql import load as load_sql
+    """Every step of every rank of `run` (queries/steps.sql): rank, step, step_source, start_ns, end_ns."""
+    from ..queries import load as load_sql
     if step_pattern:
         check_regex(con, "--step-pattern", step_pattern)
     return fetch_pl(con, load_sql("steps"), {"run": run, "step_pattern": step_pattern or None})

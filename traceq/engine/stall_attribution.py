@@ -1,6 +1,6 @@
 """The stall attribution: GPU idle gaps and what the host was doing meanwhile, and the host's
 data wait per step. Shared by the stalls, diagnose and compare analyses and by the run's
-findings (the SQL is traceq/sql/stalls*.sql, each file stating its definition).
+findings (the SQL is traceq/queries/stalls*.sql, each file stating its definition).
 
 `stalls_scoped(scope, min_gap_us, data_pattern)` returns a `Stalls` result with four tables:
   causes  GPU idle time in gaps >= min gap, by what the host was doing, in the fixed
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..lazy import polars as pl
 
 from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT
-from ..sql import install_macros, load as load_sql
+from ..queries import install_macros, load as load_sql
 from .per_rank import concat
 from .scope import Scope, check_regex
 

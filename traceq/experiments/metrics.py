@@ -1,9 +1,9 @@
 """Per-run metrics: one table (run × metric) that compare, model and check read.
 
 Sources, per run:
-- traced runs (nsys, Kineto, traceq timer logs): sql/run_metrics.sql over the run's
+- traced runs (nsys, Kineto, traceq timer logs): queries/run_metrics.sql over the run's
   steps (stalls_steps.sql; where that finds only the whole trace, NVTX step ranges from
-  sql/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
+  queries/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
   step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>;
 - throughput = batch / step_time, items/s, when the run has a `batch` (or `b`, `bs`,
   `batch_size`) label;
@@ -18,7 +18,7 @@ import re
 
 import polars as pl
 
-from ..sql import load as load_sql
+from ..queries import load as load_sql
 from ..errors import TraceqError
 from ..store import Store, fetch_pl, register_pl
 from ..threads import ordered_map

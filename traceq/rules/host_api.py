@@ -1,8 +1,8 @@
 """Host-API classes: which host ops synchronise with the GPU, copy synchronously, allocate
 or free memory, or run a collective. One definition each, used by the stall attribution
-(traceq/sql/stalls_gaps.sql) and by the advice rules that cite the calls
+(traceq/queries/stalls_gaps.sql) and by the advice rules that cite the calls
 (traceq/advice/rules/allocator.py, sync.py), as DuckDB macros of (kind, name) that
-`traceq.sql.install_macros` defines on every analysis connection.
+`traceq.queries.install_macros` defines on every analysis connection.
 
 `kind` is host_ops.kind (runtime, driver, sync_api, cpu_op, python, other); `name` the op's
 name with the API version suffix stripped. CUDA runtime (`cuda*`), driver (`cu*`) and HIP

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...lazy import polars as pl
 
-from ...sql import install_macros
+from ...queries import install_macros
 
 
 def cause_row(stalls, cause: str) -> dict | None:

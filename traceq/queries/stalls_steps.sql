@@ -2,7 +2,7 @@
 -- sat idle (the PyTorch profiler TensorBoard plugin reports the first as the "DataLoader"
 -- share of step time).
 --
--- Steps: the scope's steps (temp table scope_steps, from sql/steps.sql: --step-pattern
+-- Steps: the scope's steps (temp table scope_steps, from queries/steps.sql: --step-pattern
 -- regions, else ProfilerStep#N, else timer BATCH, else DataLoader iterations; narrowed by
 -- --skip-first and --steps); a rank without any is one step, first to last event (host or
 -- GPU), step_source 'trace'.

@@ -11,7 +11,7 @@
 -- records) have both flags false.
 --
 -- Parameters: $run (text). Requires scope_window and the macros of intervals.sql
--- (traceq.sql.install_macros).
+-- (traceq.queries.install_macros).
 --
 -- Output columns (one row per distinct (kind, name, category, src_kind, dst_kind,
 -- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):

@@ -1,5 +1,5 @@
--- framework_macros: the names that show a PyTorch program (sql/framework.sql and
--- sql/advice_run.sql apply them; traceq/advice speaks PyTorch only where they match).
+-- framework_macros: the names that show a PyTorch program (queries/framework.sql and
+-- queries/advice_run.sql apply them; traceq/advice speaks PyTorch only where they match).
 --
 -- pytorch_name(name) -> BOOLEAN: a host op (cpu op, Python function) or region (user
 --   annotation, NVTX range from torch.autograd.profiler.emit_nvtx, DataLoader span) named

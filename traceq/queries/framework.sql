@@ -2,7 +2,7 @@
 -- tensor.pin_memory(), torch.compile, ...) only where it does; on anything else (a CUDA/HIP
 -- application such as CloverLeaf, a JAX, TensorFlow or TensorRT program, Deep500 timer
 -- regions alone) it names the CUDA/HIP runtime calls and framework-neutral fixes instead
--- (traceq/advice, traceq/engine/stall_attribution.py). sql/advice_run.sql computes the same
+-- (traceq/advice, traceq/engine/stall_attribution.py). queries/advice_run.sql computes the same
 -- evidence beside its other facts.
 --
 -- Definition: pytorch = the number of these kinds of evidence in the scope (its ranks, in
@@ -10,12 +10,12 @@
 --   kernels   GPU ops of PyTorch's own kernel library (gpu_ops.library = 'ATen'), which
 --             every PyTorch program on a GPU launches (elementwise ops, fills, copies)
 --   host ops  cpu ops or Python functions with a PyTorch name (pytorch_name, in
---             sql/framework_macros.sql)
+--             queries/framework_macros.sql)
 --   regions   regions (other than GPU-side ones) with a PyTorch name
 -- 0 means no evidence of PyTorch, not evidence of another framework.
 --
 -- Parameters: $run (text). Requires scope_window and the macros of framework_macros.sql
--- (traceq.sql.install_macros).
+-- (traceq.queries.install_macros).
 --
 -- Output columns (one row):
 --   pytorch      kinds of PyTorch evidence found, 0-3

@@ -1,7 +1,7 @@
 -- advice_run: facts about the scope that every advice rule needs (traceq/advice).
 --
 -- Definition:
---   steps        rows of scope_steps (the scope's steps from sql/steps.sql: --step-pattern
+--   steps        rows of scope_steps (the scope's steps from queries/steps.sql: --step-pattern
 --                regions, else ProfilerSteps, timer BATCH, DataLoader iterations); 0 when
 --                none (rules then count the whole trace as one step per rank)
 --   backward     evidence of a backward pass: host ops or regions named like *backward*
@@ -11,12 +11,12 @@
 --                *zero_grad*, or GPU kernels of category optimizer
 -- A scope with neither backward nor optimizer evidence is an inference trace: no training
 -- advice is given for it.
---   pytorch      PyTorch evidence, as sql/framework.sql defines it (kernels of library
+--   pytorch      PyTorch evidence, as queries/framework.sql defines it (kernels of library
 --                ATen; host ops; regions with a PyTorch name): without it advice names
 --                CUDA/HIP calls, not PyTorch APIs
 --
 -- Parameters: $run (text). Requires scope_window, scope_steps (Scope.ensure_steps) and the
--- macros of framework_macros.sql (traceq.sql.install_macros).
+-- macros of framework_macros.sql (traceq.queries.install_macros).
 --
 -- Output columns (one row):
 --   ranks, steps                 ranks in scope; steps in scope (as defined above)

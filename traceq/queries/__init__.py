@@ -2,7 +2,7 @@
 definition, the parameters and the output columns with units), the shared macros, and the one
 runner every analysis uses to execute them.
 
-    load(name)                 the text of traceq/sql/<name>.sql
+    load(name)                 the text of traceq/queries/<name>.sql
     install_macros(con)        the shared macros (intervals.sql, framework_macros.sql, the
                                host-API classes of traceq.rules.host_api)
     run_script(con, name, p)   every statement of a file, each bound to the $parameters it names;
@@ -20,7 +20,7 @@ _DIR = Path(__file__).parent
 
 @cache
 def load(name: str) -> str:
-    """Text of `traceq/sql/<name>.sql`."""
+    """Text of `traceq/queries/<name>.sql`."""
     return (_DIR / f"{name}.sql").read_text()
 
 
@@ -34,7 +34,7 @@ def install_macros(con) -> None:
 
 
 def run_script(con, name_or_sql: str, params: dict | None = None):
-    """Run every statement of `traceq/sql/<name>.sql` (or of the SQL text given) on `con`;
+    """Run every statement of `traceq/queries/<name>.sql` (or of the SQL text given) on `con`;
     return the result of the last one as a polars DataFrame. A statement gets only the
     `$parameters` it names (outside comments)."""
     import polars as pl
