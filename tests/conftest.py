@@ -19,6 +19,26 @@ def shared_trace(rel: str) -> Path:
     return p
 
 
+def shared_kineto_traces() -> list[str]:
+    """Every Chrome trace under ../shared/traces/kineto, relative to SHARED_TRACES: the JSON files
+    that hold events with a phase (`ph`), in a top-level `traceEvents` or a bare array; other
+    JSON files there (e.g. a run's execution_details.json, a list of run records) are not traces."""
+    import gzip
+    import json
+
+    root = SHARED_TRACES / "kineto"
+    if not root.exists():
+        return []
+    out = []
+    for p in sorted(root.rglob("*.json*")):
+        raw = p.read_bytes()
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        events = doc if isinstance(doc, list) else doc.get("traceEvents") if isinstance(doc, dict) else None
+        if isinstance(events, list) and any(isinstance(e, dict) and "ph" in e for e in events):
+            out.append(p.relative_to(SHARED_TRACES).as_posix())
+    return out
+
+
 @pytest.fixture
 def store_dir(tmp_path) -> Path:
     return tmp_path / "store"

@@ -12,12 +12,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import SHARED_TRACES, shared_trace
+from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace
 from traceq.ingest import ingest
 from traceq.store import Store, fetch_pl
 
-KINETO_FILES = sorted(p.relative_to(SHARED_TRACES).as_posix()
-                      for p in (SHARED_TRACES / "kineto").rglob("*.json*")) if (SHARED_TRACES / "kineto").exists() else []
+KINETO_FILES = shared_kineto_traces()
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
             "memset": "memset", "cuda_sync": "sync"}

@@ -20,7 +20,7 @@ from traceq.ingest.kineto import tables as kineto_tables
 from traceq.ingest.kineto import translate as kineto_translate
 from traceq.ingest.kineto.raw import GPU_CATS, host_be_path, starts_path
 
-from conftest import SAMPLES, SHARED_TRACES, shared_trace
+from conftest import SAMPLES, SHARED_TRACES, shared_kineto_traces, shared_trace
 from test_kineto_decode import _plain, fast, robust
 
 
@@ -79,8 +79,7 @@ def test_a_trace_without_host_begin_end_saves_no_such_file(tmp_path):
     assert kineto_translate.span(decoded.parts)[1].height == 0
 
 
-KINETO = sorted(p.relative_to(SHARED_TRACES).as_posix() for p in (SHARED_TRACES / "kineto").rglob("*.json*")) \
-    if (SHARED_TRACES / "kineto").exists() else []
+KINETO = shared_kineto_traces()
 
 
 @pytest.mark.parametrize("rel", KINETO + ["samples/slow_dataloader"])
