@@ -9,9 +9,10 @@ from __future__ import annotations
 DATA_WAIT_ADVICE_PCT = 5.0
 
 
-def advice(res: Stalls) -> list[str]:
+def advice(res) -> list[str]:
     """Advice lines when data wait exceeds 5 % of step time (TB profiler rule), and for
-    the other causes when they dominate GPU idle time."""
+    the other causes when they dominate GPU idle time. `res`: the stall attribution's result
+    (traceq.engine.stall_attribution.Stalls; advice takes it as given, never imports it)."""
     out = []
     if res.data_bound():
         head = f"advice [data loading, {res.data_wait_pct():.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
