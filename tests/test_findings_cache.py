@@ -13,7 +13,6 @@ from test_fix_first import _churn_rank, _first_line, _host_bound_cnn
 
 import traceq.analyses.diagnose as diagnose_mod
 import traceq.analyses.stalls as stalls_mod
-import traceq.engine.findings as findings_mod
 import traceq.engine.stall_attribution as attribution_mod
 from traceq.analyses.registry import REGISTRY, compute
 from traceq.engine import findings_cache as cache
@@ -21,9 +20,10 @@ from traceq.engine.findings import run_findings
 from traceq.engine.scope import open_scope
 from traceq.ingest import ingest
 
-# Where the stall attribution is looked up outside diagnose: the run's findings, the rank
-# tasks of a mapped run (traceq.engine.stall_attribution.rank_stalls) and the stalls analysis.
-STALLS_USERS = (findings_mod, attribution_mod, stalls_mod)
+# Where the stall attribution is looked up outside diagnose: in its own module (the run's
+# findings import it when they run, the rank tasks of a mapped run call rank_stalls there) and
+# in the stalls analysis.
+STALLS_USERS = (attribution_mod, stalls_mod)
 
 
 def _computed(store, run=None, steps=None, monkeypatch=None) -> list[dict]:

@@ -11,18 +11,17 @@ and the code are unchanged.
 """
 from __future__ import annotations
 
-from ..advice import findings, fix_first
-from ..advice.base import evidence_parts, merge_evidence
-from ..advice.rules import HOST_CALLS
-from ..advice.rules.stall_facts import host_calls
-from . import findings_cache
-from .per_rank import map_ranks
-from .stall_attribution import DEFAULT_MIN_GAP_US, rank_stalls, reduce_stalls, stalls_scoped
+# The advice rules, the store and the stall attribution are imported where they are used: the
+# analyses' modules import this one when the registry is built (`traceq --help` too).
 
 
 def run_findings(scope, stalls=None) -> list:
     """Every finding of the scope: `stalls` is the scope's Stalls result, computed here
     (diagnose's default minimum gap, no data pattern) when not given."""
+    from ..advice import findings
+    from . import findings_cache
+    from .stall_attribution import stalls_scoped
+
     key, fs = findings_cache.load(scope, stalls)
     if fs is not None:
         return fs
@@ -36,6 +35,8 @@ def run_findings(scope, stalls=None) -> list:
 def fix_first_line(fs, headline: str | None) -> str | None:
     """`headline` with the "Fix first" line above it (when there is a finding). `fs`: the
     findings, or a Scope to compute them of (`run_findings`)."""
+    from ..advice import fix_first
+
     first = fix_first(fs if isinstance(fs, list) else run_findings(fs))
     return "\n".join(x for x in (first, headline) if x) or None
 
@@ -45,6 +46,11 @@ def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None
     """What the run's findings need of one rank: its Stalls (at diagnose's default minimum
     gap unless given), per device its first op start and last op end, the host calls the
     stall rules cite, and its advice evidence parts."""
+    from ..advice.base import evidence_parts
+    from ..advice.rules import HOST_CALLS
+    from ..advice.rules.stall_facts import host_calls
+    from .stall_attribution import DEFAULT_MIN_GAP_US, rank_stalls
+
     st, ends = rank_stalls(scope, DEFAULT_MIN_GAP_US if min_gap_us is None else min_gap_us, data_pattern)
     st.host_calls = {where: host_calls(scope, where) for where in HOST_CALLS}
     return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope)}
@@ -52,6 +58,8 @@ def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None
 
 def stalls_of_ranks(scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):
     """The run's Stalls from the ranks' `rank_advice` parts."""
+    from .stall_attribution import reduce_stalls
+
     return reduce_stalls(scope, [o["stalls"] for o in outs], [o["busy_ends"] for o in outs], min_gap_us,
                          data_pattern)
 
@@ -60,6 +68,11 @@ def findings_of_ranks(scope, outs: list[dict], key: str | None, stalls=None) -> 
     """The run's findings from the ranks' `rank_advice` parts; `stalls`: the run's Stalls when
     already reduced. Kept beside the store under `key` (None: not kept, the stalls are not at
     diagnose's defaults)."""
+    from ..advice import findings
+    from ..advice.base import merge_evidence
+    from . import findings_cache
+    from .stall_attribution import DEFAULT_MIN_GAP_US
+
     st = stalls if stalls is not None else stalls_of_ranks(scope, outs, DEFAULT_MIN_GAP_US, None)
     fs = findings(scope, st, merge_evidence([o["ev"] for o in outs]))
     if key is not None:
@@ -71,6 +84,9 @@ def map_with_findings(scope, fn, window: str | None = None, **params) -> tuple[l
     """`map_ranks(scope, fn, ...)` and the run's findings: those kept beside the store, the
     ranks' tasks then skipping what the findings need (`fn` is called with advice=False);
     else computed from the `rank_advice` parts the tasks return (advice=True), and kept."""
+    from . import findings_cache
+    from .per_rank import map_ranks
+
     key, fs = findings_cache.load(scope)
     outs = map_ranks(scope, fn, window, advice=fs is None, **params)
     return outs, fs if fs is not None else findings_of_ranks(scope, outs, key)
