@@ -1,27 +1,34 @@
 """Evidence-gated advice: each rule (one module in traceq/advice/rules/) states the evidence
 that triggers it and what rules it out, computes that evidence with SQL over the store
 views, and returns a `Finding` that cites it (kernel names, counts, ms, % of GPU time,
-ms per step). `findings(scope)` runs every rule, drops what is below the floor (< 1 % of
-GPU time AND < 0.1 ms per step) and ranks the rest by estimated time to win per step.
+ms per step). `findings(scope)` runs every rule, ranks what it finds by estimated time to
+win per step — the findings of the scope's bound (traceq.advice.bound) first: faster
+kernels win nothing while the GPU waits for something else — and sets what is below the floor (< 1 % of GPU time, or of the GPU span for
+idle time) apart as "also seen" (`Findings.also`): seen, never advised first.
 
 The advice names PyTorch APIs only where the scope shows PyTorch (queries/framework.sql,
 `Evidence.said`); elsewhere the same finding gets the fix in CUDA/HIP runtime calls and
 framework-neutral terms.
 
 Rules that need the stall attribution (memory_management, synchronization, launch
-overhead, data loading, host compute) run only when a `Stalls` result is passed in; the
-kernel-evidence rules (channels_last, zero_grad, fused optimizer, pinned memory) always
-run. The rules take the facts they are given (the scope, its evidence, the stall result):
+overhead, data loading, host compute, exposed communication, warm-up, idle in a user range)
+run only when a `Stalls` result is passed in, with its `RunFacts` (run_facts.py: computed
+here when the result has none); the kernel-evidence rules (channels_last, zero_grad, fused
+optimizer, pinned memory, mixed precision, fuse elementwise) always run. A capture whose
+largest idle cost is start-up (the warmup finding ahead of launch_overhead) gets no
+launch_overhead or allocator_churn finding. The rules take the facts they are given (the scope, its evidence, the stall result):
 advice never imports the analyses; traceq.engine.findings runs them for a run.
 """
 from __future__ import annotations
 
-from .base import FLOOR_MS_PER_STEP, FLOOR_PCT, Evidence, Finding, evidence_for
-from .rules import KERNEL_RULES, STALL_RULES
+from .base import FLOOR_PCT, Evidence, Finding, Findings, evidence_for
+from .bound import FINDINGS_OF_BOUND, bound_for
+from .rules import KERNEL_RULES, NOT_WITH_WARMUP, STALL_RULES
 
 
-def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
-    """Every finding of every applicable rule above the floor, largest estimated gain first."""
+def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
+    """Every finding of every applicable rule, largest estimated gain first: those above the
+    floor as the list, those below it in `.also`."""
     ev = ev or evidence_for(scope)
     out: list[Finding] = []
     for rule in KERNEL_RULES:
@@ -29,16 +36,32 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> list[Finding]:
         if f is not None:
             out.append(f)
     if stalls is not None:
-        span_ns = _span_ns(stalls)
+        if getattr(stalls, "facts", None) is None:
+            from .run_facts import run_facts
+
+            stalls.facts = run_facts(scope, stalls)
+        span_ns = stalls.facts.span_ns or _span_ns(stalls)
         for rule in STALL_RULES:
             f = rule(scope, ev, stalls)
             if f is not None:
                 f.base_ns = span_ns
                 out.append(f)
-    kept = [f for f in out if not f.below_floor(ev)]
-    for f in kept:
+    out = _without_startup_lookalikes(out)
+    for f in out:
         f.stepped = ev.stepped
-    return sorted(kept, key=lambda f: (-f.est_gain_ms_per_step, f.id))
+    first = FINDINGS_OF_BOUND.get(bound_for(stalls.facts) if stalls is not None else None, ())
+    ranked = sorted(out, key=lambda f: (f.id not in first, -f.est_gain_ms_per_step, f.id))
+    return Findings([f for f in ranked if not f.below_floor(ev)], [f for f in ranked if f.below_floor(ev)])
+
+
+def _without_startup_lookalikes(fs: list[Finding]) -> list[Finding]:
+    """Without launch_overhead and allocator_churn when start-up (the warmup finding) costs
+    more than they do: a capture of start-up shows module loads and first allocations
+    that look like both."""
+    warm = next((f for f in fs if f.id == "warmup"), None)
+    if warm is None:
+        return fs
+    return [f for f in fs if f.id not in NOT_WITH_WARMUP or f.gpu_ms > warm.gpu_ms]
 
 
 def _span_ns(stalls) -> int | None:
@@ -66,4 +89,4 @@ def fix_first(fs: list[Finding]) -> str | None:
             "— traceq diagnose shows the evidence and the stall causes")
 
 
-__all__ = ["FLOOR_MS_PER_STEP", "FLOOR_PCT", "Evidence", "Finding", "evidence_for", "findings", "fix_first"]
+__all__ = ["FLOOR_PCT", "Evidence", "Finding", "Findings", "evidence_for", "findings", "fix_first"]

@@ -7,22 +7,18 @@ from dataclasses import dataclass, field
 from ..lazy import polars as pl
 
 from ..queries import install_macros, load as load_sql
-# Nothing is advised below this floor: less than FLOOR_PCT of its time base AND less than
-# FLOOR_MS_PER_STEP per step (either one reached keeps the finding). The time base is the
-# GPU op time for kernel findings and the GPU span for idle-time (stall) findings: idle
-# time measured against busy time would pass the floor on any mostly-idle trace. A scope
-# without steps (no ProfilerStep, BATCH or DataLoader iterations: the whole rank counts as
-# one step) has only the percentage: its "per step" is the whole trace, which any long
-# trace would pass (1.5 ms of launch idle in a 6.5 s CUDA application is no finding).
+# A finding under FLOOR_PCT of its time base is noise: it is listed as "also seen", never
+# advised first. The time base is the GPU op time for kernel findings and the GPU span for
+# idle-time (stall) and exposed-communication findings: idle time measured against busy
+# time would pass the floor on any mostly-idle trace. (A per-step floor in ms is no floor: a
+# long step passes it with a cost nobody would chase, and a trace without steps counts the
+# whole capture as one step.)
 FLOOR_PCT = 1.0
-FLOOR_MS_PER_STEP = 0.1
 
 
-def floor_words(stepped: bool) -> str:
-    """The floor in words, for "no finding above the floor (...)": the per-step part only
-    where the scope has steps (without them the percentage alone decides, `Finding.below_floor`)."""
-    pct = f"{FLOOR_PCT:g} % of GPU time, or of the GPU span for idle time"
-    return f"{pct}, or {FLOOR_MS_PER_STEP:g} ms per step" if stepped else pct
+def floor_words(stepped: bool = True) -> str:
+    """The floor in words, for "no finding above the floor (...)"."""
+    return f"{FLOOR_PCT:g} % of GPU time, or of the GPU span for idle and exposed communication time"
 
 
 @dataclass
@@ -34,6 +30,7 @@ class Finding:
     est_gain_ms_per_step: float    # time the fix can win per step at most, ms
     advice: str                    # what to do
     kernels: list[str] = field(default_factory=list)   # kernel names cited (hotspots marks them)
+    cited_ms: list[float] = field(default_factory=list)  # per cited name, the GPU time the finding covers, ms
     base_ns: int | None = None     # the floor's time base when it is not the GPU op time (idle findings: span)
     stepped: bool = True           # the scope has steps (Evidence.stepped): texts give ms per step
 
@@ -43,15 +40,23 @@ class Finding:
 
     def below_floor(self, ev: Evidence) -> bool:
         base = self.base_ns or ev.gpu_ns
-        pct = 100.0 * self.gpu_ms * 1e6 / base if base else 0.0
-        if not ev.stepped:
-            return pct < FLOOR_PCT
-        return pct < FLOOR_PCT and self.est_gain_ms_per_step < FLOOR_MS_PER_STEP
+        if not base:      # a CPU-only data wait: its own share of step time decided it
+            return False
+        return 100.0 * self.gpu_ms * 1e6 / base < FLOOR_PCT
 
     def as_dict(self) -> dict:
         return {"id": self.id, "category": self.category, "evidence": self.evidence,
                 "gpu_ms": round(self.gpu_ms, 4), "est_gain_ms_per_step": round(self.est_gain_ms_per_step, 4),
                 "advice": self.advice}
+
+
+class Findings(list):
+    """The findings above the floor, largest estimated gain first (a list), and in `also`
+    those below it: seen in the trace, too small to advise first."""
+
+    def __init__(self, items=(), also=()):
+        super().__init__(items)
+        self.also = list(also)
 
 
 @dataclass
@@ -67,6 +72,9 @@ class Evidence:
     optimizer_gpu: int
     pytorch: bool = False  # PyTorch evidence (queries/framework.sql): advice may name PyTorch APIs
     stepped: bool = True   # the scope has steps; else `steps` is one per rank (the whole trace)
+    optimizers: tuple[str, ...] = ()   # optimizer classes named by Optimizer.step#X.step
+    compiled: int = 0      # kernels / host ops of compiled code (Triton, nvFuser, torch.compile)
+    devices: str = ""      # the ranks' device lists (runs.devices JSON, '|'-separated)
 
     @property
     def training(self) -> bool:
@@ -114,7 +122,10 @@ def evidence_for(scope) -> Evidence:
 def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:
     """The Evidence of several ranks from each rank's evidence_parts (traceq.engine.per_rank):
     facts summed, ops re-grouped with their counts, durations and bytes summed."""
-    facts = {k: sum(int(f[k] or 0) for f, _ in parts) for k in parts[0][0]}
+    text = ("optimizers", "devices")
+    facts = {k: sum(int(f[k] or 0) for f, _ in parts) for k in parts[0][0] if k not in text}
+    facts["optimizers"] = ",".join(sorted({o for f, _ in parts for o in (f.get("optimizers") or "").split(",") if o}))
+    facts["devices"] = "|".join(sorted({f.get("devices") or "" for f, _ in parts} - {""}))
     ops = pl.concat([o for _, o in parts], how="vertical_relaxed")
     sums = ("n", "dur_ns", "bytes")
     keys = [c for c in ops.columns if c not in sums]
@@ -126,7 +137,9 @@ def _evidence(facts: dict, ops: pl.DataFrame) -> Evidence:
     steps = int(facts["steps"]) or int(facts["ranks"])
     return Evidence(ops, steps, int(facts["gpu_ns"]), int(facts["backward_host"]), int(facts["backward_gpu"]),
                     int(facts["optimizer_host"]), int(facts["optimizer_gpu"]), bool(facts.get("pytorch")),
-                    stepped=bool(int(facts["steps"])))
+                    stepped=bool(int(facts["steps"])),
+                    optimizers=tuple(o for o in (facts.get("optimizers") or "").split(",") if o),
+                    compiled=int(facts.get("compiled") or 0), devices=facts.get("devices") or "")
 
 
 def ms(ns: float) -> str:
@@ -157,9 +170,10 @@ def kernel_finding(id_: str, category: str, ops: pl.DataFrame, ev: "Evidence", w
     names (then `beside`, more evidence); the gain is all of their time."""
     ns = ops["dur_ns"].sum()
     names, shown = top_names(ops)
+    per_name = dict(zip(*ops.group_by("name").agg(pl.col("dur_ns").sum()).get_columns()))
     return Finding(id_, category,
                    f"{what}, {ms(ns)} ({ev.pct(ns):.1f} % of GPU time{ev.per_step(ns)}): {shown}{beside}",
-                   ns / 1e6, ev.per_step_ms(ns), advice, names)
+                   ns / 1e6, ev.per_step_ms(ns), advice, names, [per_name[n] / 1e6 for n in names])
 
 
 def top_names(df: pl.DataFrame, n: int = 3) -> tuple[list[str], str]:

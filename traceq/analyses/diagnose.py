@@ -1,26 +1,37 @@
 """`traceq diagnose`: one verdict per run and rank — what bounds the run — then the
-evidence-gated findings (traceq/advice) ranked by estimated time to win per step.
+evidence-gated findings (traceq/advice) ranked by estimated time to win per step, and
+those below the floor (1 % of GPU time, or of the GPU span for idle time) as "also seen".
 
-The verdict compares shares of the GPU span (Σ per device of first op start → last op
-end): `gpu` (busy: not in an idle gap >= --min-gap-us) and the stall causes of the idle
-gaps (queries/stalls_gaps.sql) grouped as `data` (data_loading), `communication`, `sync`
-(synchronization + blocking_copy), `memory_management`, `launch` (launch_overhead), `host`
-(host_compute) and `unattributed`. Only what the host was seen doing while the GPU waited
-for it counts against the host: `host` and `launch` take their gap time only from gaps the
-host was late for (the op ending the gap was not yet launched when the gap began: HTA's
-host_wait). Idle time with no recorded host activity, and host
-compute/launch time in gaps whose next op was already queued (the GPU waited on something
-the trace does not show, not on the host), are `unattributed`: never host-bound.
-The bound is `gpu` when the GPU is busy for at least half of the span, else the largest
-idle share (`unattributed` when that is what traceq cannot explain). A rank without GPU
-ops is `data` when it waits for data more than 5 % of step time, else `host`, or `unknown`
-when the ingest found the file truncated (its GPU events may be missing); a truncation is
-named in the evidence of every verdict.
+The verdict names the largest AVOIDABLE cost, as shares of the GPU span (Σ per device of
+first op start → last op end; traceq.advice.run_facts):
+  data               GPU idle while the host waits for data (stall cause data_loading)
+  communication      GPU idle while the host waits in collectives, plus exposed
+                     communication: communication kernels with no compute kernel running
+  sync               GPU idle while the host blocks (synchronization, blocking_copy)
+  memory_management  GPU idle in allocator calls, when they churn (memory given back and
+                     allocated again); first-touch allocations are warm-up
+  launch             GPU idle while the host was late, inside launch calls
+  host               GPU idle while the host was late, computing (framework/Python ops) or
+                     running code the trace does not record
+  copy               the GPU busy with copies/memsets only (no kernel running)
+  warmup             GPU idle during one-off start-up (context creation, module loading,
+                     JIT compilation: queries/advice_warm.sql) and first-touch allocations
+The bound is `gpu` when those together are under GPU_BOUND_AVOIDABLE_PCT (10 %) of the span:
+the GPU is busy with its own work, judged by its kernels. Idle time in gaps whose next op
+was already queued, with no host activity that explains it, is `unattributed` (the GPU
+waited on something the trace does not show): the bound only when it is at least half of
+the span and larger than every avoidable cost. A rank without GPU work (no GPU ops, a
+zero-length GPU span, or under MIN_GPU_WORK_NS of GPU work in all) is `no_gpu`, with what
+the capture holds; a truncation is named in
+the evidence of every verdict. `gpu_idle_pct` is summary's idle_pct of the rank (all idle
+time); the gaps >= --min-gap-us the causes are measured on are a part of it.
 """
 from __future__ import annotations
 
 from ..advice import evidence_for, findings
 from ..advice.base import floor_words
+from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, bound_of, shares
+from ..advice.run_facts import run_facts
 from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT
 from ..engine import findings_cache
 from ..engine.per_rank import map_ranks, mapped
@@ -30,14 +41,8 @@ from ..engine.truncation import cut_words, truncation
 from ..lazy import polars as pl
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result
 
-BOUND_OF_CAUSE = {
-    "data_loading": "data", "communication": "communication", "synchronization": "sync", "blocking_copy": "sync",
-    "memory_management": "memory_management", "launch_overhead": "launch", "host_compute": "host",
-    "unattributed": "unattributed",
-}
-# causes that blame the host for being late: they count only in gaps whose next op was not yet queued
-HOST_LATE = {"launch_overhead": "launch_ns", "host_compute": "host_ns"}
-BOUNDS = ("gpu", "data", "host", "launch", "sync", "memory_management", "communication", "unattributed")
+# less GPU work than this in the whole scope is no GPU work to judge (a capture of one memset)
+MIN_GPU_WORK_NS = 10_000
 
 
 
@@ -48,7 +53,8 @@ def schema() -> dict:
     finding = pl.Struct({"id": pl.String, "category": pl.String, "evidence": pl.String, "gpu_ms": pl.Float64,
                          "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
     return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
-            "evidence": pl.String, "findings": pl.List(finding), "stepped": pl.Boolean}
+            "evidence": pl.String, "gpu_idle_pct": pl.Float64, "findings": pl.List(finding),
+            "also_seen": pl.List(finding), "stepped": pl.Boolean}
 
 
 def _launch_words(st) -> str:
@@ -64,70 +70,59 @@ def _launch_words(st) -> str:
             f"{short:.0f} % of {k:,} kernels < 10 µs, {int(la['graph_launches'].sum()):,} graph launches")
 
 
-def _queue_words(st, span_ns: float) -> str:
-    if not st.queued_gaps():
-        return ""
-    moved = [f"{cause} {100 * st.queued_ns(col) / span_ns:.1f} %" for cause, col in HOST_LATE.items()
-             if st.queued_ns(col)]
-    return (f"; in {st.queued_gaps():,} of the gaps ({100 * st.queued_ns('gap_ns') / span_ns:.1f} % of the span) the "
-            "next GPU op was already launched when the gap began: the GPU waited on something the trace does not "
-            "show, not on the host" + (f" (counted as unattributed, not host: {', '.join(moved)})" if moved else ""))
-
-
-def _cpu_only(st, truncated: str | None) -> tuple[str, float, str]:
-    what = ("no GPU ops in scope (CPU-only trace)" if truncated is None else
-            f"no GPU ops in scope, but {cut_words(truncated)} "
-            "(Kineto writes them after the CPU ops), so this is not known to be a CPU-only run")
-    pct = st.data_wait_pct()
-    if pct is not None and pct > DATA_WAIT_ADVICE_PCT:
-        return "data", pct, (f"{what}; {st.wait_words} {pct:.1f} % of step time "
-                             f"(> {DATA_WAIT_ADVICE_PCT:g} %) over {st.steps.height} steps")
-    # cut before its GPU events, a trace says nothing of what bounds the run: "unknown", not host
-    return ("host" if truncated is None else "unknown"), 100.0 - (pct or 0.0), (
-        what + (": the host does all the work" if truncated is None else "")
-        + ("" if pct is None else f"; {st.wait_words} {pct:.1f} % of step time"))
-
-
-def verdict(st, truncated: str | None = None) -> tuple[str, float, str]:
-    """(bound, share %, evidence) of one scope's stall result (see the module docstring);
-    `truncated`: the ingest's truncation warning (`truncation`), named in the evidence."""
-    c = st.causes
-    if c.height == 0:
-        return _cpu_only(st, truncated)
-    shares = dict.fromkeys(BOUNDS, 0.0)
-    idle = float(c["idle_pct"].fill_null(0).sum())
-    shares["gpu"] = max(0.0, 100.0 - idle)
-    idle_ns = float(c["idle_ns"].fill_null(0).sum())
-    span_ns = idle_ns * 100.0 / idle if idle else 0.0
-    for r in c.iter_rows(named=True):
-        pct = r["idle_pct"] or 0.0
-        if r["cause"] in HOST_LATE and span_ns:
-            moved = 100.0 * st.queued_ns(HOST_LATE[r["cause"]]) / span_ns
-            shares["unattributed"] += moved
-            pct -= moved
-        shares[BOUND_OF_CAUSE[r["cause"]]] += pct
-    if shares["gpu"] >= idle:
-        bound = "gpu"
+def _no_gpu(st, facts, truncated: str | None) -> tuple[str, float, str]:
+    if facts is not None and facts.busy_ns:
+        what = (f"the GPU ran {facts.busy_ns / 1e3:,.1f} µs of work in all (under {MIN_GPU_WORK_NS / 1e3:g} µs): "
+                "nothing on the GPU to judge")
     else:
-        bound = max(BOUNDS[1:], key=lambda b: (shares[b], -BOUNDS.index(b)))
+        what = "no GPU ops in scope (CPU-only capture)"
+    if truncated is not None:
+        what = (f"no GPU ops in scope, but {cut_words(truncated)} (Kineto writes them after the CPU ops), so this "
+                "is not known to be a CPU-only run")
+    pct = st.data_wait_pct()
+    if pct is not None:
+        what += (f"; {st.wait_words} {pct:.1f} % of step time over {st.steps.height} steps"
+                 + (f" (> {DATA_WAIT_ADVICE_PCT:g} %: the dataloader finding)" if pct > DATA_WAIT_ADVICE_PCT else ""))
+    return "no_gpu", 100.0, what
+
+
+def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, str]:
+    """(bound, share %, evidence) of one scope's stall result and its RunFacts (see the module
+    docstring); `truncated`: the ingest's truncation warning (`truncation`), named in the
+    evidence."""
+    if st.causes.height == 0 or facts is None or not facts.span_ns or facts.busy_ns < MIN_GPU_WORK_NS:
+        return _no_gpu(st, facts, truncated)
+    sh = shares(facts)
+    avoidable = sum(sh[b] for b in AVOIDABLE)
+    bound = bound_of(sh)
+    c = st.causes
     causes = ", ".join(f"{r['cause']} {r['idle_pct']:.1f} %" for r in c.sort("idle_ns", descending=True).iter_rows(named=True)
                        if r["idle_ns"])
-    ev = (f"GPU busy {shares['gpu']:.1f} % of the GPU span; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: "
-          f"{idle:.1f} %" + (f" ({causes})" if causes else "") + (_queue_words(st, span_ns) if span_ns else "")
+    costs = ", ".join(f"{b} {sh[b]:.1f} %" for b in sorted(AVOIDABLE, key=lambda b: -sh[b]) if round(sh[b], 1))
+    busy = [f"GPU busy {sh['busy']:.1f} % of the GPU span"]
+    if facts.exposed_comm_ns:
+        busy.append(f"exposed communication {100.0 * facts.exposed_comm_ns / facts.span_ns:.1f} %")
+    if facts.exposed_copy_ns:
+        busy.append(f"copies only {sh['copy']:.1f} %")
+    ev = (", ".join(busy) + f"; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: {sh['idle']:.1f} %"
+          + (f" ({causes})" if causes else "")
+          + (f"; avoidable: {costs} = {avoidable:.1f} %" if costs else "; avoidable: none")
+          + (f" (< {GPU_BOUND_AVOIDABLE_PCT:g} %: GPU-bound)" if bound == "gpu" else "")
+          + (f"; unattributed {sh['unattributed']:.1f} % (next op already queued, no host activity explains it)"
+             if round(sh["unattributed"], 1) else "")
           + _launch_words(st))
     if truncated is not None:
         ev += f"; the trace file was truncated ({truncated}): events after the cut are missing"
-    return bound, shares[bound], ev
+    return bound, sh[bound], ev
 
 
 def bound_words(bound: str, share: float) -> str:
     """The verdict in words: "host-bound (68.3 %)", or for idle time traceq cannot explain
-    "GPU idle, cause unattributed (47.0 %)", or for a truncated trace left without GPU ops
-    "bound unknown (...)"."""
+    "GPU idle, cause unattributed (47.0 %)", or "no GPU work"."""
     if bound == "unattributed":
         return f"GPU idle, cause unattributed ({share:.1f} %)"
-    if bound == "unknown":
-        return "bound unknown (the trace was cut before its GPU events)"
+    if bound == "no_gpu":
+        return "no GPU work"
     return f"{bound}-bound ({share:.1f} %)"
 
 
@@ -141,12 +136,24 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         verdict_row, fs = kept
     else:
         st = stalls_scoped(one, min_gap_us)
-        bound, share, ev = verdict(st, truncation(one))
+        st.facts = run_facts(one, st)
+        bound, share, ev = verdict(st, st.facts, truncation(one))
         facts = evidence_for(one)
         fs = findings(one, st, facts)
-        verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev, "stepped": facts.stepped}
+        verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
+                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped}
         findings_cache.save(one, key, fs, verdict_row)
-    return {**verdict_row, "findings": [f.as_dict() for f in fs]}
+    return {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
+
+
+def _gpu_idle_pct(one: Scope) -> float | None:
+    """summary's idle_pct of the one-rank scope (None without GPU ops or with a zero span)."""
+    from .summary import summary_scoped
+
+    df = summary_scoped(one)
+    if not df.height or df["idle_pct"][0] is None:
+        return None
+    return round(float(df["idle_pct"][0]), 4)
 
 
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
@@ -167,7 +174,9 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
 
 
 def headline(row: dict) -> str:
-    return f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])} — {row['evidence']}"
+    idle = "" if row.get("gpu_idle_pct") is None else f"GPU idle {row['gpu_idle_pct']:.1f} % (summary); "
+    return (f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])} — "
+            f"{idle}{row['evidence']}")
 
 
 def rank_part(scope: Scope, min_gap_us: float) -> dict:
@@ -181,12 +190,13 @@ def compute(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> Out:
 
 
 def to_json(res: Result) -> dict:
-    return {"runs": res.df.drop("stepped").to_dicts()}
+    return {"runs": res.df.drop("stepped").select(
+        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen").to_dicts()}
 
 
 def csv_tables(res: Result) -> list:
     """One row per finding, the rank's verdict repeated."""
-    flat = (res.df.drop("stepped").rename({"evidence": "bound_evidence"}).explode("findings")
+    flat = (res.df.drop("stepped", "also_seen").rename({"evidence": "bound_evidence"}).explode("findings")
             .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
     return [(None, flat)]
 
@@ -197,19 +207,30 @@ def view(res: Result) -> list[Block]:
     df, out = res.df, []
     for row in df.iter_rows(named=True):
         fs = pl.DataFrame(row["findings"], schema=df.schema["findings"].inner.to_schema())
-        # a rank without steps counts as one step, the whole trace: its gain is no per-step
-        # figure, and the per-step floor does not apply to it
+        # a rank without steps counts as one step, the whole trace: its gain is no per-step figure
         per_step = row["stepped"]
+        also = _also_words(row["also_seen"])
         if fs.height == 0:
-            out.append(Block(lines=[headline(row), f"no findings above the floor ({floor_words(per_step)})\n"]))
+            out.append(Block(lines=[headline(row), f"no findings above the floor ({floor_words(per_step)})"
+                                    + (f"; {also}" if also else "") + "\n"]))
             continue
         gain = "gain (ms/step)" if per_step else "gain (ms in all, no steps)"
         shown = fs.select("id", "category", pl.col("est_gain_ms_per_step").alias(gain),
                           pl.col("gpu_ms").alias("GPU/idle (ms)"))
         notes = [f"{i}. {f['id']}: {f['evidence']}\n   advice: {f['advice']}"
                  for i, f in enumerate(fs.iter_rows(named=True), 1)]
+        if also:
+            notes.append(also)
         out.append(Block(shown, headline(row), notes=notes))
     return out
+
+
+def _also_words(also: list[dict] | None) -> str:
+    """The findings below the floor, in one line: seen, too small to fix first."""
+    if not also:
+        return ""
+    return (f"also seen (under the {floor_words()} floor): "
+            + ", ".join(f"{f['id']} ({f['gpu_ms']:,.2f} ms)" for f in also))
 
 
 # ---------------------------------------------------------------- the report
@@ -226,26 +247,31 @@ def report_section(ctx) -> list:
                         "idle gaps) and the findings whose evidence is in the trace, largest estimated gain per step "
                         "first (traceq diagnose, per rank).")
     with ctx.guard(sec, "diagnose"):
-        bound, share, evidence = verdict(st, truncation(ctx.scope))
+        if getattr(st, "facts", None) is None:
+            st.facts = run_facts(ctx.scope, st)
+        bound, share, evidence = verdict(st, st.facts, truncation(ctx.scope))
         sec.headline = f"{bound_words(bound, share)} — {evidence}"
         ev = evidence_for(ctx.scope)
         fs = findings(ctx.scope, st, ev)
         sec.advice = [f"{f.id} — up to {f.gain()}: {f.advice}. Evidence: {f.evidence}" for f in fs]
         if not fs:
             sec.notes.append(f"No finding above the floor ({floor_words(ev.stepped)}).")
+        if fs.also:
+            sec.notes.append(_also_words([f.as_dict() for f in fs.also]).capitalize() + ".")
     return [sec]
 
 
 ANALYSIS = Analysis(
     name="diagnose",
-    help="What bounds the run and what to fix first: one verdict per rank (gpu, data, host, launch, sync, "
-         "memory_management or communication bound, with its share of the GPU span and the evidence), then "
-         "findings ranked by estimated time to win per step, each citing its evidence (kernel names, counts, "
-         "ms, % of GPU time, ms per step) and its advice. A run of several ranks is diagnosed one rank per "
-         "task on the executor.\n\n"
-         "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", "
-         "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}]}]}; "
-         "CSV: one row per finding, the rank's verdict repeated.",
+    help="What bounds the run and what to fix first: one verdict per rank — the largest avoidable cost (data, "
+         "communication, host, launch, sync, memory_management, copy or warmup), gpu when those are under 10 % of "
+         "the GPU span, no_gpu without GPU work — with its share of the span and the evidence, then findings "
+         "ranked by estimated time to win per step, each citing its evidence (kernel names, counts, ms, % of GPU "
+         "time, ms per step) and its advice; findings under 1 % are listed as also seen. A run of several ranks "
+         "is diagnosed one rank per task on the executor.\n\n"
+         "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", \"gpu_idle_pct\", "
+         "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}], "
+         "\"also_seen\": [...]}]}; CSV: one row per finding, the rank's verdict repeated.",
     examples=("traceq diagnose --format json",),
     compute=compute,
     params=(Param("min_gap_us", float, DEFAULT_MIN_GAP_US, "Smallest GPU idle gap to count, µs.", "US"),

@@ -45,15 +45,17 @@ def fix_first_line(fs, headline: str | None) -> str | None:
 def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None = None) -> dict:
     """What the run's findings need of one rank: its Stalls (at diagnose's default minimum
     gap unless given), per device its first op start and last op end, the host calls the
-    stall rules cite, and its advice evidence parts."""
+    stall rules cite, its advice evidence parts and its RunFacts (traceq.advice.run_facts)."""
     from ..advice.base import evidence_parts
     from ..advice.rules import HOST_CALLS
     from ..advice.rules.stall_facts import host_calls
     from .stall_attribution import DEFAULT_MIN_GAP_US, rank_stalls
 
+    from ..advice.run_facts import run_facts
+
     st, ends = rank_stalls(scope, DEFAULT_MIN_GAP_US if min_gap_us is None else min_gap_us, data_pattern)
     st.host_calls = {where: host_calls(scope, where) for where in HOST_CALLS}
-    return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope)}
+    return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope), "facts": run_facts(scope, st)}
 
 
 def stalls_of_ranks(scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):
@@ -73,7 +75,10 @@ def findings_of_ranks(scope, outs: list[dict], key: str | None, stalls=None) -> 
     from . import findings_cache
     from .stall_attribution import DEFAULT_MIN_GAP_US
 
+    from ..advice.run_facts import merge_facts
+
     st = stalls if stalls is not None else stalls_of_ranks(scope, outs, DEFAULT_MIN_GAP_US, None)
+    st.facts = merge_facts([o["facts"] for o in outs])
     fs = findings(scope, st, merge_evidence([o["ev"] for o in outs]))
     if key is not None:
         findings_cache.save(scope, key, fs)

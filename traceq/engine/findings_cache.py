@@ -25,7 +25,7 @@ import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from ..advice.base import Finding
+from ..advice.base import Finding, Findings
 
 CACHE_DIR = ".cache/findings"
 _FIELDS = {f.name for f in fields(Finding)}
@@ -90,8 +90,11 @@ def _read(scope) -> tuple[str | None, dict | None]:
         return key, None
 
 
-def _findings(doc: dict) -> list[Finding]:
-    return [Finding(**{k: v for k, v in f.items() if k in _FIELDS}) for f in doc["findings"]]
+def _findings(doc: dict) -> Findings:
+    def one(f: dict) -> Finding:
+        return Finding(**{k: v for k, v in f.items() if k in _FIELDS})
+
+    return Findings([one(f) for f in doc["findings"]], [one(f) for f in doc.get("also_seen", [])])
 
 
 def load(scope, stalls=None) -> tuple[str | None, list[Finding] | None]:
@@ -119,7 +122,8 @@ def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list
             return key, None
         v = doc["verdict"]
         verdict = {"bound": str(v["bound"]), "bound_share_pct": float(v["bound_share_pct"]),
-                   "evidence": str(v["evidence"]), "stepped": bool(v["stepped"])}
+                   "evidence": str(v["evidence"]), "gpu_idle_pct": v.get("gpu_idle_pct"),
+                   "stepped": bool(v["stepped"])}
         return key, (verdict, _findings(doc))
     except (TypeError, KeyError, AttributeError, ValueError):
         return key, None
@@ -134,7 +138,8 @@ def save(scope, key: str | None, fs: list[Finding], verdict: dict | None = None)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"key": key, "findings": [asdict(f) for f in fs]}
+        doc = {"key": key, "findings": [asdict(f) for f in fs],
+               "also_seen": [asdict(f) for f in getattr(fs, "also", [])]}
         if verdict is not None:
             doc["verdict"] = verdict
         tmp.write_text(json.dumps(doc))

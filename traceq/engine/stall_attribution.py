@@ -39,6 +39,9 @@ class Stalls:
     # the host calls the stall rules cite, counted per rank and summed by a map over ranks
     # (traceq.engine.per_rank): SQL condition -> calls per name; None: the rules query the scope
     host_calls: dict | None = None
+    # the facts diagnose's verdict and the newer rules read beside the stalls
+    # (traceq.advice.run_facts.RunFacts): computed by the findings when None
+    facts: object | None = None
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:

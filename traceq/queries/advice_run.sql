@@ -11,6 +11,12 @@
 --                *zero_grad*, or GPU kernels of category optimizer
 -- A scope with neither backward nor optimizer evidence is an inference trace: no training
 -- advice is given for it.
+--   optimizers   the optimizer classes PyTorch names in its step regions/ops
+--                (`Optimizer.step#SGD.step` -> SGD), comma-separated, sorted; '' when none
+--   compiled     evidence of compiled (fused) GPU code: kernels of library Triton or named
+--                like triton_*/nvfuser_*, or host ops/regions of torch.compile's runtime
+--                (CompiledFunction, Torch-Compiled Region, TorchDynamo)
+--   devices      the ranks' device lists (runs.devices JSON), '|'-separated
 --   pytorch      PyTorch evidence, as queries/framework.sql defines it (kernels of library
 --                ATen; host ops; regions with a PyTorch name): without it advice names
 --                CUDA/HIP calls, not PyTorch APIs
@@ -23,6 +29,9 @@
 --   gpu_ns                       summed duration of kernels, copies and memsets, ns
 --   backward_host, backward_gpu  host ops/regions and GPU kernels showing a backward pass
 --   optimizer_host, optimizer_gpu  host ops/regions and GPU kernels showing an optimizer
+--   optimizers                   optimizer class names, comma-separated ('' when none)
+--   compiled                     kernels and host ops/regions of compiled code
+--   devices                      device lists of the ranks in scope ('' when unknown)
 --   pytorch                      kinds of PyTorch evidence found, 0-3
 WITH g AS (
     SELECT g.name, g.kind, g.category, g.library, count(*) AS n
@@ -55,6 +64,15 @@ SELECT (SELECT count(*) FROM scope_window) AS ranks,
                AND regexp_matches(name, '(?i)backward|_bw_|dgrad|wgrad')) AS backward_gpu,
        (SELECT coalesce(sum(n), 0) FROM names WHERE regexp_matches(name, '(?i)^optimizer\.|zero_grad')) AS optimizer_host,
        (SELECT coalesce(sum(n), 0) FROM g WHERE category = 'optimizer') AS optimizer_gpu,
+       (SELECT coalesce(string_agg(DISTINCT o, ',' ORDER BY o), '') FROM (
+            SELECT regexp_extract(name, '(?i)^Optimizer\.step#(\w+)\.step', 1) AS o FROM names) WHERE o <> '') AS optimizers,
+       (SELECT coalesce(sum(n), 0) FROM g WHERE kind = 'kernel' AND (library = 'Triton'
+               OR regexp_matches(name, '(?i)^triton_|^nvfuser_|^kernel_cutlass_triton')))
+         + (SELECT coalesce(sum(n), 0) FROM names
+            WHERE regexp_matches(name, '(?i)^CompiledFunction|Torch-Compiled Region|TorchDynamo'))
+         AS compiled,
+       (SELECT coalesce(string_agg(DISTINCT r.devices, '|'), '') FROM runs r
+        WHERE r.run = $run AND r.rank IN (SELECT rank FROM scope_window)) AS devices,
        (SELECT count(*) FROM (SELECT 1 FROM g WHERE library = 'ATen' LIMIT 1))
          + (SELECT count(*) FROM (SELECT 1 FROM names WHERE what = 'host' AND pytorch_name(name) LIMIT 1))
          + (SELECT count(*) FROM (SELECT 1 FROM names WHERE what <> 'host' AND pytorch_name(name) LIMIT 1)) AS pytorch

@@ -7,7 +7,9 @@
 --   1. data_loading       st_data: DataLoader spans, timer IO regions, --data-pattern regions
 --   2. communication      the host inside a collective: host ops or regions (any thread)
 --                         named like nccl*/rccl*/c10d::*/ProcessGroup*/record_param_comms/
---                         all_reduce/all_gather/reduce_scatter/alltoall
+--                         all_reduce/all_gather/reduce_scatter/alltoall or MPI's
+--                         point-to-point and collective calls (is_communication_name,
+--                         traceq/rules/host_api.py)
 --   3. synchronization    blocking waits: host_ops of kind sync_api named *Synchronize
 --                         (cudaStream/Device/Event/CtxSynchronize, hip*; cudaStreamWaitEvent
 --                         does not block the host and is not counted), and `.item()`:
@@ -81,7 +83,7 @@ WITH gaps AS (
     JOIN scope_window w ON w.rank = r.rank
     JOIN devs d ON d.key.rank = r.rank
     WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu' AND r.end_ns > r.start_ns
-      AND regexp_matches(r.name, '(?i)^nccl|^rccl|c10d::|processgroup|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all')
+      AND is_communication_name(r.name)
     UNION ALL
     SELECT d.key, s.key, NULL, NULL, NULL, NULL, NULL, s.start_ns, s.end_ns, 1
     FROM st_data s JOIN devs d ON d.key.rank = s.key

@@ -1,5 +1,5 @@
 """Host-API classes: which host ops synchronise with the GPU, copy synchronously, allocate
-or free memory, or run a collective. One definition each, used by the stall attribution
+or free memory, run a collective, or do one-off start-up work. One definition each, used by the stall attribution
 (traceq/queries/stalls_gaps.sql) and by the advice rules that cite the calls
 (traceq/advice/rules/allocator.py, sync.py), as DuckDB macros of (kind, name) that
 `traceq.queries.install_macros` defines on every analysis connection.
@@ -13,7 +13,10 @@ from __future__ import annotations
 # CPU-side collective calls: NCCL/RCCL entry points, c10d and ProcessGroup ops, PyTorch's
 # record_param_comms, and the collective names themselves
 COMMUNICATION = (r"(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather"
-                 r"|reduce_?scatter|all_?to_?all")
+                 r"|reduce_?scatter|all_?to_?all"
+                 # MPI's point-to-point and collective calls (not MPI_Init/Finalize: start-up)
+                 r"|^p?mpi_(send|recv|isend|irecv|sendrecv|wait|waitall|waitany|test|barrier|bcast|reduce|allreduce"
+                 r"|gather|allgather|scatter|alltoall|ibarrier|ibcast|ireduce|iallreduce|iallgather|ialltoall)")
 # ops that return only when the GPU has caught up: the runtime's *Synchronize calls, and
 # PyTorch's scalar reads (.item())
 SYNC_API_WORD = "Synchronize"
@@ -27,6 +30,19 @@ MEMORY = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHo
           "hipHostUnregister")
 
 
+# one-off start-up: CUDA/HIP context creation, module and library loading (every kernel
+# image is loaded on first use), run-time compilation (NVRTC/hipRTC, the driver's linker)
+WARMUP_API = (r"^(cuInit|cuCtxCreate|cuDevicePrimaryCtxRetain|hipInit|hipCtxCreate|hipDevicePrimaryCtxRetain"
+              r"|cuModuleLoad|cuLibraryLoad|cuLink|hipModuleLoad|hipLibraryLoad|nvrtcCompileProgram"
+              r"|hiprtcCompileProgram|nvJitLink)")
+# ... and the JIT/compile work of the frameworks, in cpu ops, Python functions or NVTX /
+# annotation ranges: nvFuser lowering and code generation, Inductor/Triton compilation and
+# autotuning, XLA/TensorRT builds; never the compiled code running (CompiledFunction,
+# "Torch-Compiled Region": every step of a torch.compile'd model)
+WARMUP_REGION = r"(?i)compil(e|ing|ation)|GpuLower|codegen|autotun|ptxas|nvrtc|buildSerializedNetwork|build_engine"
+WARMUP_NOT = r"(?i)compiled"
+
+
 def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -36,8 +52,10 @@ def macros() -> str:
     scalar = ", ".join(_quoted(n) for n in SCALAR_READS)
     memory = _quoted("^(" + "|".join(MEMORY) + ")")
     return f"""
+CREATE OR REPLACE MACRO is_communication_name(name) AS
+    regexp_matches(name, {_quoted(COMMUNICATION)});
 CREATE OR REPLACE MACRO host_is_communication(kind, name) AS
-    kind IN ('cpu_op', 'python', 'other') AND regexp_matches(name, {_quoted(COMMUNICATION)});
+    kind IN ('cpu_op', 'python', 'other') AND is_communication_name(name);
 CREATE OR REPLACE MACRO host_is_sync(kind, name) AS
     (kind = 'sync_api' AND contains(name, {_quoted(SYNC_API_WORD)}))
     OR (kind = 'cpu_op' AND name IN ({scalar}));
@@ -45,9 +63,15 @@ CREATE OR REPLACE MACRO host_is_blocking_copy(kind, name) AS
     kind IN ('runtime', 'driver') AND regexp_matches(name, {_quoted(COPY)}) AND NOT contains(name, 'Async');
 CREATE OR REPLACE MACRO host_is_memory(kind, name) AS
     kind IN ('runtime', 'driver') AND regexp_matches(name, {memory});
+CREATE OR REPLACE MACRO is_warmup_name(name) AS
+    regexp_matches(name, {_quoted(WARMUP_REGION)}) AND NOT regexp_matches(name, {_quoted(WARMUP_NOT)});
+CREATE OR REPLACE MACRO host_is_warmup(kind, name) AS
+    (kind IN ('runtime', 'driver') AND regexp_matches(name, {_quoted(WARMUP_API)}))
+    OR (kind IN ('cpu_op', 'python', 'other') AND is_warmup_name(name));
 """
 
 
 # the SQL conditions on a host op `h` that the advice rules cite calls by
 SYNC_CALLS = "host_is_sync(h.kind, h.name) OR host_is_blocking_copy(h.kind, h.name)"
 MEMORY_CALLS = "host_is_memory(h.kind, h.name)"
+WARMUP_CALLS = "host_is_warmup(h.kind, h.name)"

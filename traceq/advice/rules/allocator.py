@@ -2,9 +2,11 @@
 
 Fires when: GPU idle time is attributed to memory_management (the host inside cudaMalloc/
 cudaFree/hipMalloc/hipFree/cudaHostAlloc/cudaFreeHost/cuMem* while the GPU idles).
-Ruled out by: no such idle time; fewer than 2 calls that give memory back (cudaFree,
-hipFree, cuMemFree/Release/Unmap, host frees): allocations alone are the caching allocator
-growing at warm-up, not churn; below the floor. (Allocator calls that overlap GPU work
+Ruled out by: no such idle time; no churn: fewer than 2 calls that give memory back
+(cudaFree, hipFree, cuMemFree/Release/Unmap, host frees) or fewer than 2 allocations after
+the first of them (traceq.advice.run_facts: RunFacts.churn). First allocations alone are
+the caching allocator growing at warm-up (the warmup rule's evidence), not churn; below the
+floor. (Allocator calls that overlap GPU work
 cost nothing and are not counted.)
 Estimated gain: that idle time per step.
 """
@@ -24,13 +26,20 @@ def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
     row = cause_row(stalls, "memory_management")
     if row is None or not row["idle_ns"]:
         return None
+    facts = getattr(stalls, "facts", None)
     calls = host_calls(scope, MEMORY_CALLS, stalls)
-    frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
-    if frees < MIN_FREES:
-        return None
+    if facts is not None:
+        if not facts.churn:
+            return None
+        churn = f"; {facts.frees:,} frees, {facts.reallocs:,} allocations after the first free"
+    else:
+        frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
+        if frees < MIN_FREES:
+            return None
+        churn = ""
     return Finding(
         "allocator_churn", "memory_management",
-        f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}",
+        f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}{churn}",
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
         ev.said("keep PyTorch's caching allocator on (no PYTORCH_NO_CUDA_MEMORY_CACHING / HIP equivalent), do not call "
                 "torch.cuda.empty_cache() inside the loop, keep tensor shapes stable (or set "

@@ -40,7 +40,9 @@ def launch_overhead(scope, ev: Evidence, stalls) -> Finding | None:
         f"{graphs:,} graph launches{queued_text(row)}",
         row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]),
         ev.said("cut launches: torch.compile (fuses small kernels; mode='reduce-overhead' adds CUDA graphs), "
-                "CUDA graphs (torch.cuda.graphs) for static shapes, fused/foreach optimizers, or a larger batch",
+                "CUDA graphs (torch.cuda.graphs) for static shapes"
+                + (", fused/foreach optimizers" if ev.optimizer_gpu or ev.optimizers else "")
+                + (", or a larger batch" if ev.training else ", or larger batches per forward (batch requests)"),
                 "cut launches: fuse small kernels, capture the repeated launch sequence once in a CUDA graph and "
                 "replay it (cudaStreamBeginCapture ... cudaGraphLaunch; hipGraph on ROCm), or give each kernel more "
                 "work (a larger batch or problem per launch)"))

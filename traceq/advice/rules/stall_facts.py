@@ -19,6 +19,12 @@ def late_row(stalls, cause: str, column: str) -> dict | None:
     row = cause_row(stalls, cause)
     if row is None or not row["idle_ns"]:
         return row
+    f = getattr(stalls, "facts", None)
+    if f is not None and f.gaps is not None:
+        # the gaps with their start-up time carved out (traceq.advice.run_facts.carve_warm)
+        late, q = f.late_ns(column), f.queued_ns(column)
+        return {**row, "idle_ns": late, "idle_pct": (row["idle_pct"] or 0.0) * late / row["idle_ns"],
+                "gaps": f.late_gaps(column), "queued_ns": q}
     q = stalls.queued_ns(column)
     late = row["idle_ns"] - q
     return {**row, "idle_ns": late, "idle_pct": (row["idle_pct"] or 0.0) * late / row["idle_ns"],

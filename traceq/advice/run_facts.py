@@ -1,0 +1,186 @@
+"""Facts of a scope that diagnose's verdict and the newer rules need beside the stall
+attribution: what the GPU is busy with (exposed communication and copies,
+queries/advice_busy.sql), the idle time spent in one-off start-up (queries/advice_warm.sql),
+the unexplained idle time named by the user range the host was in (queries/advice_ranges.sql),
+and whether the allocator calls are churn (memory given back and allocated again).
+
+`run_facts(scope, stalls)` computes them for the scope's ranks; `merge_facts` adds up those
+of several ranks (a run mapped over its ranks, traceq.engine.per_rank).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lazy import polars as pl
+
+from ..queries import install_macros, run_script
+from ..rules.host_api import WARMUP_CALLS
+
+# allocator calls that give memory back, and those that take it. A free that returns in
+# under FREE_MIN_NS gave nothing back: cudaFree(0)/cudaFree(nullptr) is the idiom that
+# creates the CUDA context (cuDNN and PyTorch call it at start-up); a real cudaFree waits
+# for the device.
+FREE = r"(?i)free|release|unmap|unregister"
+FREE_MIN_NS = 1000
+# the columns of the stall gaps the facts read
+GAP_COLUMNS = ("rank", "device", "start_ns", "end_ns", "queued", "unattributed_ns")
+# the gaps' cause columns (stalls_gaps.sql), and the order start-up time is carved out of
+# them: start-up work runs in driver calls (module loads: launch_ns), in threads the
+# stall vocabulary does not see (unattributed_ns), in framework ops (host_ns)
+CAUSE_COLUMNS = ("data_ns", "comm_ns", "sync_ns", "copy_ns", "memory_ns", "launch_ns", "host_ns", "unattributed_ns")
+CARVE_ORDER = ("launch_ns", "unattributed_ns", "host_ns", "memory_ns", "sync_ns", "copy_ns")
+
+
+def carve_warm(gaps: pl.DataFrame, warm: pl.DataFrame) -> pl.DataFrame:
+    """The gaps (stalls_gaps.sql rows) with `warm_ns`, their time in start-up work, taken out
+    of the cause columns in CARVE_ORDER (each gap's parts still add up to the gap)."""
+    g = gaps.select("rank", "device", "start_ns", "end_ns", "gap_ns", "queued", *CAUSE_COLUMNS).with_columns(
+        pl.col("rank").cast(pl.Int64), pl.col("device").cast(pl.Int64), pl.col("start_ns").cast(pl.Int64))
+    if warm.height:
+        g = g.join(warm.select("rank", "device", "start_ns", "warm_ns"), on=["rank", "device", "start_ns"], how="left")
+    else:
+        g = g.with_columns(warm_ns=pl.lit(None, pl.Int64))
+    g = g.with_columns(pl.col("warm_ns").fill_null(0).clip(0, pl.col("gap_ns")).alias("warm_ns"))
+    left = pl.col("warm_ns")
+    out = g.with_columns(_left=left)
+    for c in CARVE_ORDER:
+        take = pl.min_horizontal(pl.col(c), pl.col("_left"))
+        out = out.with_columns((pl.col(c) - take).alias(c), (pl.col("_left") - take).alias("_left"))
+    return out.with_columns((pl.col("warm_ns") - pl.col("_left")).alias("warm_ns")).drop("_left")
+
+
+@dataclass
+class RunFacts:
+    span_ns: int = 0            # Σ per device of the GPU span (the stall attribution's base)
+    busy_ns: int = 0
+    comm_ns: int = 0            # communication kernels, union
+    exposed_comm_ns: int = 0    # ... during which no compute kernel runs
+    comm_ops: int = 0
+    copy_ns: int = 0            # copies and memsets, union
+    exposed_copy_ns: int = 0    # ... during which no kernel runs
+    frees: int = 0              # allocator calls giving memory back (FREE_MIN_NS or longer)
+    reallocs: int = 0           # allocations after the rank's first free: churn
+    allocs: int = 0
+    # per gap (rank, device, start_ns): its idle time spent in start-up work
+    warm: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"rank": pl.Int64, "device": pl.Int64, "start_ns": pl.Int64, "warm_ns": pl.Int64}))
+    warm_calls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"name": pl.String, "n": pl.Int64, "ns": pl.Int64}))
+    # unexplained idle per user range (queries/advice_ranges.sql)
+    ranges: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"range": pl.String, "idle_ns": pl.Int64, "gaps": pl.Int64, "instances": pl.Int64}))
+    comm_kernels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"name": pl.String, "n": pl.Int64, "ns": pl.Int64}))
+    # the stall gaps with their start-up time carved out of the causes (`carve_warm`)
+    gaps: pl.DataFrame | None = None
+
+    def late_ns(self, column: str) -> int:
+        """Idle time of `column` (a cause column of the gaps) in gaps the host was late for."""
+        g = self.gaps
+        if g is None or not g.height:
+            return 0
+        return int(g.filter(~pl.col("queued").fill_null(False))[column].sum())
+
+    def queued_ns(self, column: str) -> int:
+        g = self.gaps
+        if g is None or not g.height:
+            return 0
+        return int(g.filter(pl.col("queued").fill_null(False))[column].sum())
+
+    def late_gaps(self, column: str) -> int:
+        g = self.gaps
+        if g is None or not g.height:
+            return 0
+        return g.filter(~pl.col("queued").fill_null(False) & (pl.col(column) > 0)).height
+
+    @property
+    def warm_ns(self) -> int:
+        return int(self.warm["warm_ns"].sum()) if self.warm.height else 0
+
+    @property
+    def churn(self) -> bool:
+        """Memory given back and allocated again, at least twice each: a pattern, not the
+        caching allocator growing at warm-up."""
+        return self.frees >= 2 and self.reallocs >= 2
+
+
+def _gaps(stalls) -> pl.DataFrame:
+    g = stalls.gaps
+    if g.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int64, "device": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                    "queued": pl.Boolean, "unattributed_ns": pl.Int64})
+    return g.select([c for c in GAP_COLUMNS if c in g.columns]).with_columns(
+        pl.col("rank").cast(pl.Int64), pl.col("device").cast(pl.Int64))
+
+
+def run_facts(scope, stalls) -> RunFacts:
+    """The facts of `scope` (one rank or several, in one process) for its Stalls result."""
+    con = scope.con
+    install_macros(con)
+    params = {"run": scope.run}
+    busy = run_script(con, "advice_busy", params)
+    f = RunFacts()
+    if busy.height:
+        for k in ("span_ns", "busy_ns", "comm_ns", "exposed_comm_ns", "comm_ops", "copy_ns", "exposed_copy_ns"):
+            setattr(f, k, int(busy[k].sum() or 0))
+    mem = scope.df(
+        "WITH m AS (SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives, "
+        "h.end_ns - h.start_ns >= $free_min AS real FROM host_ops h "
+        "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND host_is_memory(h.kind, h.name) "
+        "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))), "
+        "first_free AS (SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank) "
+        "SELECT count(*) FILTER (gives AND real) AS frees, count(*) FILTER (NOT gives) AS allocs, "
+        "count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs "
+        "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS})
+    f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
+    if f.comm_ops:
+        f.comm_kernels = scope.df(
+            "SELECT g.name, count(*) AS n, sum(g.end_ns - g.start_ns)::BIGINT AS ns FROM gpu_ops g "
+            "JOIN scope_window w ON w.rank = g.rank WHERE g.run = $run AND g.category = 'communication' "
+            "AND g.kind = 'kernel' AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns)) "
+            "GROUP BY g.name ORDER BY ns DESC, g.name")
+    gaps = _gaps(stalls)
+    if gaps.height:
+        con.register("af_gaps", gaps.to_arrow())
+        try:
+            f.warm = run_script(con, "advice_warm", params)
+        finally:
+            con.unregister("af_gaps")
+        f.gaps = carve_warm(stalls.gaps, f.warm)
+        # the unexplained idle time left once start-up time is carved out
+        con.register("af_gaps", f.gaps.to_arrow())
+        try:
+            f.ranges = run_script(con, "advice_ranges", params)
+        finally:
+            con.unregister("af_gaps")
+        if f.warm.height:
+            f.warm_calls = scope.df(
+                "SELECT h.name, count(*) AS n, sum(h.end_ns - h.start_ns)::BIGINT AS ns FROM host_ops h "
+                "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND (" + WARMUP_CALLS + ") "
+                "GROUP BY h.name ORDER BY ns DESC, h.name")
+    return f
+
+
+def _sum_named(frames: list[pl.DataFrame], key: str, sums: tuple[str, ...], by: str) -> pl.DataFrame:
+    df = pl.concat([x for x in frames if x.height], how="vertical_relaxed") if any(x.height for x in frames) else frames[0]
+    if not df.height:
+        return df
+    return df.group_by(key).agg(pl.col(c).sum() for c in sums).sort([by, key], descending=[True, False])
+
+
+def merge_facts(parts: list[RunFacts]) -> RunFacts:
+    """The facts of several ranks: numbers summed, per-gap rows concatenated, named rows
+    summed per name."""
+    if not parts:
+        return RunFacts()
+    f = RunFacts()
+    for k in ("span_ns", "busy_ns", "comm_ns", "exposed_comm_ns", "comm_ops", "copy_ns", "exposed_copy_ns",
+              "frees", "reallocs", "allocs"):
+        setattr(f, k, sum(getattr(p, k) for p in parts))
+    f.warm = pl.concat([p.warm for p in parts], how="vertical_relaxed")
+    gaps = [p.gaps for p in parts if p.gaps is not None and p.gaps.height]
+    f.gaps = pl.concat(gaps, how="vertical_relaxed") if gaps else None
+    f.warm_calls = _sum_named([p.warm_calls for p in parts], "name", ("n", "ns"), "ns")
+    f.comm_kernels = _sum_named([p.comm_kernels for p in parts], "name", ("n", "ns"), "ns")
+    f.ranges = _sum_named([p.ranges for p in parts], "range", ("idle_ns", "gaps", "instances"), "idle_ns")
+    return f
