@@ -196,7 +196,8 @@ LIBRARIES: list[tuple[str, str]] = [
     ("FlashInfer", r"flashinfer"),
     ("xformers", r"xformers|fmha_cutlass|PyTorchMemEffAttention|AttentionKernel|AttentionBackwardKernel"),
     ("TensorRT-LLM", r"tensorrt_llm|trtllm|^bmm_|^Bmm_|^fmha_v2|^fmhaSm|^xqa_kernel"),
-    ("TensorRT", r"myelin|^__myl_|nvinfer1|^trt_|genericReformat|^copyPackedKernel|tensorrt"),
+    # TensorRT's own xmma/sm* tactic kernels end in `_trt` (`sm80_xmma_gemm_…_execute_kernel_trt`)
+    ("TensorRT", r"myelin|^__myl_|nvinfer1|^trt_|genericReformat|^copyPackedKernel|tensorrt|^sm\d+_\w+_trt$"),
     ("vLLM", r"^vllm::|^_*vllm"),
     ("SGLang", r"sglang|^sgl_|^sgl::"),
     ("AITER", r"aiter"),
@@ -206,20 +207,23 @@ LIBRARIES: list[tuple[str, str]] = [
     ("DeepGEMM", r"^deep_gemm"),
     ("Apex", r"^apex::|^cuApplyLayerNorm|^cuApplyRMSNorm|^cuComputeGradInput|^cuComputePartGradGammaBeta|"
              r"^cuComputeGradGammaBeta|^multi_tensor_apply_kernel|^(\w+::)*fused_adam|^welford_kernel"),
-    ("cuDNN", r"cudnn|^sm\d+_xmma_|^xmma_|^(volta|turing|ampere|maxwell|pascal|hopper|ada)_[a-z0-9]*scudnn|"
+    # xmma kernels are shared: cuDNN's carry `_cudnn*` (caught by `cudnn`), cuBLAS's `_cublas` or
+    # nothing, TensorRT's `_trt` (above); an unsuffixed xmma convolution/pooling kernel is cuDNN's
+    ("cuDNN", r"cudnn|^sm\d+_xmma_(?!gemm_)|^xmma_(?!gemm_)|^(volta|turing|ampere|maxwell|pascal|hopper|ada)_[a-z0-9]*scudnn|"
               r"^(\w+::)*implicit_convolve|^(\w+::)*explicit_convolve|^(\w+::)*wgrad_alg|^(\w+::)*dgrad_|"
-              r"^fft2d_|^fft3d_|^im2col4d|^(\w+::)*winograd|^bn_fw|^bn_bw|^nchwToNhwc|^nhwcToNchw"),
+              r"^fft2d_|^fft3d_|^im2col4d|^(\w+::)*winograd|^bn_fw|^bn_bw|^nchwToNhwc|^nhwcToNchw|^pooling_[fb]w_"),
     ("Triton", r"^triton_|^triton::"),
     ("nvFuser", r"nvfuser|^CudaCodeGen::"),
     ("CUTLASS", r"^cutlass|^cute::"),
     ("cuBLASLt", r"^nvjet|cublasLt"),
-    ("cuBLAS", r"cublas|^(volta|turing|ampere|maxwell|pascal|hopper|ada|sm\d+)_[a-z0-9]*gemm|"
+    ("cuBLAS", r"cublas|^(volta|turing|ampere|maxwell|pascal|hopper|ada|sm\d+)_[a-z0-9]*gemm|^sm\d+_xmma_gemm_|"
                r"^(\w+::)*gemv2?[NT]?_kernel|^(\w+::)*gemmSN_|^(\w+::)*gemmk1_|^(\w+::)*gemm_kernel|"
                r"^(\w+::)*splitKreduce_kernel|^(\w+::)*gemvNSP|^(\w+::)*dot_kernel|^(\w+::)*scal_kernel"),
     ("hipBLASLt/Tensile", r"^Cijk_|hipblaslt"),
     ("rocBLAS", r"rocblas"),
     ("MIOpen", r"^miopen|MIOpen|^igemm_|^naive_conv_|^gridwise_convolution|^batched_transpose|"
-               r"^transpose_NCHW2CNHW|^transpose_CNHW2NCHW|^SubTensorOpWithScalar|^Op[1-5]dTensor|^ConvHip"),
+               r"^transpose_NCHW2CNHW|^transpose_CNHW2NCHW|^general_4d_reorder|^SubTensorOpWithScalar|^Op[1-5]dTensor|"
+               r"^ConvHip|^mloPooling|^gcnAsm"),
     ("CK", r"^ck::|^ck_tile::"),
     ("MTIA", r"mtia"),
     ("CUB", r"(^|::)cub::|^cub\w*::|thrust::"),

@@ -12,7 +12,8 @@ import polars as pl
 _COLORS = {
     "gemm": "#1f77b4", "conv": "#17becf", "attention": "#9467bd", "normalization": "#bcbd22",
     "elementwise": "#2ca02c", "reduce": "#8c564b", "optimizer": "#e377c2", "communication": "#ff7f0e",
-    "memcpy": "#d62728", "memset": "#f7b6d2", "transpose": "#ffbb78", "sync": "#7f7f7f", "other": "#c7c7c7",
+    "memcpy": "#d62728", "memset": "#f7b6d2", "transpose": "#ffbb78", "moe_routing": "#c49c94", "sync": "#7f7f7f",
+    "other": "#c7c7c7",
     "step": "#aec7e8", "dataloader": "#d62728",
 }
 _SPARE = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#31a354", "#756bb1"]

@@ -32,7 +32,8 @@ class Rule:
 
 DEFAULT_CATEGORY = "other"
 CATEGORIES = ["communication", "memcpy", "memset", "gemm", "conv", "attention", "normalization",
-              "elementwise", "reduce", "optimizer", "embedding", "transpose", "sort", "rng", "sync", "other"]
+              "elementwise", "reduce", "optimizer", "embedding", "transpose", "sort", "moe_routing", "rng", "sync",
+              "other"]
 # Categories that are not computation (summary/overlap count everything else as compute).
 NON_COMPUTE = ("communication", "memcpy", "memset", "sync")
 
