@@ -9,7 +9,7 @@ import os
 
 import pytest
 from scoped import diagnose
-from test_fix_first import _churn_rank, _first_line, _host_bound_cnn
+from test_fix_first import LATE_US, _churn_rank, _first_line, _host_bound_cnn
 
 import traceq.analyses.diagnose as diagnose_mod
 import traceq.analyses.stalls as stalls_mod
@@ -160,7 +160,7 @@ def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
     again = diagnose(store).to_dicts()
     assert calls[0] == 1 and again == first
     line = _first_line(compute(REGISTRY["summary"], store))
-    assert fix_calls[0] == 0 and line.startswith("Fix first: host_bound (up to 8.00 ms/step")
+    assert fix_calls[0] == 0 and line.startswith(f"Fix first: host_bound (up to {LATE_US / 1000:.2f} ms/step")
     monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "0")
     assert diagnose(store).to_dicts() == first
     assert calls[0] == 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..lazy import polars as pl
 
 AVOIDABLE = ("data", "communication", "host", "launch", "sync", "memory_management", "copy", "warmup")
-BOUNDS = ("gpu", *AVOIDABLE, "unattributed", "no_gpu")
+BOUNDS = ("gpu", *AVOIDABLE, "unattributed", "no_gpu", "unknown")
 GPU_BOUND_AVOIDABLE_PCT = 10.0     # avoidable costs under this share of the span: GPU-bound
 UNATTRIBUTED_BOUND_PCT = 50.0      # unexplained idle at least this share (and the largest): unattributed
 # the findings that measure each avoidable cost (traceq/advice/rules)

@@ -22,7 +22,8 @@ was already queued, with no host activity that explains it, is `unattributed` (t
 waited on something the trace does not show): the bound only when it is at least half of
 the span and larger than every avoidable cost. A rank without GPU work (no GPU ops, a
 zero-length GPU span, or under MIN_GPU_WORK_NS of GPU work in all) is `no_gpu`, with what
-the capture holds; a truncation is named in
+the capture holds, or `unknown` when the ingest found the file cut (Kineto writes the GPU
+events last: they may be missing); a truncation is named in
 the evidence of every verdict. `gpu_idle_pct` is summary's idle_pct of the rank (all idle
 time); the gaps >= --min-gap-us the causes are measured on are a part of it.
 """
@@ -81,9 +82,11 @@ def _no_gpu(st, facts, truncated: str | None) -> tuple[str, float, str]:
                 "is not known to be a CPU-only run")
     pct = st.data_wait_pct()
     if pct is not None:
-        what += (f"; {st.wait_words} {pct:.1f} % of step time over {st.steps.height} steps"
+        n = st.steps.height
+        what += (f"; {st.wait_words} {pct:.1f} % of step time over {n} step{'s' if n != 1 else ''}"
                  + (f" (> {DATA_WAIT_ADVICE_PCT:g} %: the dataloader finding)" if pct > DATA_WAIT_ADVICE_PCT else ""))
-    return "no_gpu", 100.0, what
+    # cut before its GPU events, a trace says nothing of what bounds the run: "unknown"
+    return ("no_gpu" if truncated is None else "unknown"), 100.0, what
 
 
 def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, str]:
@@ -123,6 +126,8 @@ def bound_words(bound: str, share: float) -> str:
         return f"GPU idle, cause unattributed ({share:.1f} %)"
     if bound == "no_gpu":
         return "no GPU work"
+    if bound == "unknown":
+        return "bound unknown (the trace was cut before its GPU events)"
     return f"{bound}-bound ({share:.1f} %)"
 
 
