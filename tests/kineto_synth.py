@@ -43,6 +43,11 @@ class Trace:
     def step(self, n, ts, dur):
         return self.annotation(f"ProfilerStep#{n}", ts, dur)
 
+    def gpu_annotation(self, name, ts, dur):
+        """The GPU-side copy Kineto writes of an annotation (ProfilerStep#N too): cat
+        gpu_user_annotation on the GPU stream (pid = device, tid = stream)."""
+        return self._x("gpu_user_annotation", name, ts, dur, pid=GPU_PID, tid=STREAM)
+
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic GPU"}],

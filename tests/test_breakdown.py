@@ -165,8 +165,8 @@ def kineto_proj(path: Path):
         if cat == "user_annotation" or (cat in ("cpu_op", "operator") and special):
             label = "ProfilerStep" if re.match(r"ProfilerStep#\d+$", name) else name
             regions.append((label, _int(e["pid"]), _int(e["tid"]), start, end))
-        elif cat == "gpu_user_annotation":
-            gpu_spans.append((name, end - start))
+        elif cat == "gpu_user_annotation":   # GPU-side copies of ProfilerStep#N: one row too
+            gpu_spans.append(("ProfilerStep" if re.match(r"ProfilerStep#\d+$", name) else name, end - start))
         elif cat in ("cuda_runtime", "runtime", "cuda_driver") and args.get("correlation") is not None:
             launches[(_int(e["pid"]), _int(e["tid"]))].append((start, end, int(args["correlation"])))
         elif cat in ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset") and args.get("correlation") is not None:

@@ -4,6 +4,8 @@ Column names carry their unit as a suffix, and rendering derives headers from it
 `*_ns` durations are shown in µs, ms or s (one unit per table), `pct`/`*_pct` as %, `*_s` in
 seconds, `*_bytes` in MB. JSON/CSV keep the raw column names and full values; tables
 shorten long names in the middle, right-align numbers, and lose colour off a TTY.
+A share whose whole is zero or undefined (a zero-length GPU span, no communication) is null
+in JSON, empty in CSV and `UNDEFINED` ("–") in tables: never 0 or 100.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Iterable
 import polars as pl
 
 FORMATS = ("table", "json", "csv")
+UNDEFINED = "–"   # a share (%) of a zero or undefined whole, in tables and headlines
 from .text import NAME_WIDTH, shorten, shorten_distinct
 
 
@@ -43,14 +46,17 @@ def duration_unit(values: pl.Series) -> tuple[str, float]:
     return "s", 1e9
 
 
+def pct_text(v, digits: int = 2) -> str:
+    """A share as a table cell: `UNDEFINED` when null or NaN (its whole was zero or undefined)."""
+    return UNDEFINED if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
 def header_and_formatter(name: str, series: pl.Series, ns_unit=None):
     if name.endswith("_ns"):
         unit, div = ns_unit or duration_unit(series)
         return f"{name[:-3]} ({unit})", lambda v: "" if v is None else f"{v / div:,.{1 if unit != 's' else 3}f}" if unit == "µs" else f"{v / div:,.3f}"
-    if name == "pct":
-        return "%", lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
-    if name.endswith("_pct"):
-        return f"{name[:-4]} (%)", lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+    if name == "pct" or name.endswith("_pct"):
+        return ("%" if name == "pct" else f"{name[:-4]} (%)"), pct_text
     if name.endswith("_s"):
         return f"{name[:-2]} (s)", lambda v: "" if v is None else f"{v:.5f}"
     if name.endswith("_bytes"):

@@ -3,6 +3,8 @@ annotations, ProfilerSteps, DataLoader calls, timer keys), with the semantics of
 nvtx_gpu_proj_sum: a GPU op counts for every region on the launching thread that fully
 contains its launch call; gpu_proj = last op end − first op start per instance; gpu_busy =
 union of the ops. `--by timer`: CPU versus GPU time per timer key with its distribution.
+Kineto's GPU-side annotation spans (gpu_user_annotation, ProfilerStep#N's GPU copy included)
+are source gpu_annotation: GPU span, no CPU time, never a step (`--by step` is host steps).
 
 SQL: traceq/queries/breakdown_instances.sql (per instance), breakdown_rank.sql (per rank and
 region: sums and counts), breakdown.sql (their totals and means), breakdown_timer.sql.
@@ -17,7 +19,8 @@ from ..queries import install_macros, load as load_sql
 from ..store import register_pl
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, sql_columns
 
-# --by value -> region sources it selects (gpu_annotation = Kineto GPU-side annotation spans).
+# --by value -> region sources it selects (gpu_annotation = Kineto GPU-side annotation spans,
+# GPU-side ProfilerStep#N copies included: `--by annotation` shows them, `--by step` does not).
 BY = {
     "all": ("nvtx", "annotation", "gpu_annotation", "step", "dataloader", "timer"),
     "nvtx": ("nvtx",),
@@ -234,7 +237,8 @@ ANALYSIS = Analysis(
          "A GPU op counts for every region on the launching thread that fully contains its launch call "
          "(nsys nvtx_gpu_proj rule). gpu_proj = last op end - first op start per instance; gpu_busy = union "
          "of the ops; gpu_busy_per_cpu < 1: the GPU works less than the host spends in the region. Kineto "
-         "GPU-side annotation spans show as source gpu_annotation. --by timer shows CPU vs GPU time per "
+         "GPU-side annotation spans (ProfilerStep's GPU copy too) show as source gpu_annotation, with their "
+         "GPU span and no CPU time; --by step shows the host steps. --by timer shows CPU vs GPU time per "
          "timer key with min/mean/median/max/stdev.",
     examples=("traceq breakdown --by nvtx --top 20",
               "traceq breakdown --by annotation --steps 3:8 --format csv -o regions.csv",

@@ -149,8 +149,10 @@ def _metrics_table(h: dict) -> pl.DataFrame:
     def ms(v):
         return "" if v is None else f"{v / 1e6:,.2f} ms"
 
-    def pct(v):
-        return "" if v is None else f"{v:.2f} %"
+    def pct(v):   # undefined (a zero GPU span, no communication): "–"
+        from ..render import UNDEFINED
+
+        return UNDEFINED if v is None else f"{v:.2f} %"
 
     def pp(v):
         return "" if v is None else f"{v:+.2f} pp"

@@ -48,8 +48,9 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
     top = df.row(0, named=True)
     avoid = df.filter(pl.col("avoidable")).group_by("category").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
     parts = [f"run {scope.run}{'' if scope.rank is None else f' rank {scope.rank}'}: GPU op time {total / 1e6:,.2f} ms "
-             f"in {df['count'].sum():,} ops, {df.height} names; top hotspot: {(labels or {}).get(top['name']) or shorten(top['name'], 60)} ({top['pct']:.1f} %)"]
-    if avoid.height:
+             f"in {df['count'].sum():,} ops, {df.height} names; top hotspot: {(labels or {}).get(top['name']) or shorten(top['name'], 60)} "
+             + (f"({top['pct']:.1f} %)" if top["pct"] is not None else "(share undefined: every op lasts 0 ns)")]
+    if avoid.height and total:
         parts.append("avoidable: " + ", ".join(f"{r['category']} {r['total_ns'] / 1e6:,.2f} ms ({100 * r['total_ns'] / total:.1f} %)"
                                                 for r in avoid.iter_rows(named=True)))
     return "; ".join(parts)

@@ -145,8 +145,10 @@ def _across_table(across: pl.DataFrame) -> pl.DataFrame:
     def ms(v):
         return "" if v is None else f"{v / 1e6:,.3f} ms"
 
-    def pct(v):
-        return "" if v is None else f"{v:.2f} %"
+    def pct(v):   # undefined (no communication): "–", as in the rank table
+        from ..render import UNDEFINED
+
+        return UNDEFINED if v is None else f"{v:.2f} %"
 
     def three(f, lo, mid, hi):
         return " / ".join(f(a.get(k)) for k in (lo, mid, hi))

@@ -1,7 +1,7 @@
 """Where the GPU timeline goes, per rank (HTA's temporal breakdown): over the span from the
 first GPU op's start to the last one's end, idle = span − |union of all ops|, compute =
 |union of compute kernels|, non-compute = the rest (communication, copies, memsets), each
-also as % of the span.
+also as % of the span (undefined, null, when the span is zero: "–" in tables and headline).
 
 The SQL is traceq/queries/summary_ops.sql (which ops, in which window: traceq's exact `all`, or
 HTA 0.5.0's `hta`: ops launched before the last ProfilerStep, HTA's kernel classification
@@ -56,6 +56,17 @@ def _ms(ns) -> str:
     return f"{ns / 1e6:,.1f} ms" if ns >= 1e6 else f"{ns / 1e3:,.1f} µs"
 
 
+# A zero-length span (one zero-duration op, or ops that the hta window's µs rounding empties:
+# ceil of the start = floor of the end) has no shares: they print as "–", never as 0 or 100 %.
+ZERO_SPAN = " (zero-length GPU span: no share of it is defined)"
+
+
+def _pct(v) -> str:
+    from ..render import UNDEFINED
+
+    return UNDEFINED if v is None else f"{v:.1f} %"
+
+
 def missing_ranks(df: pl.DataFrame, scope: Scope) -> list[int]:
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
     have = set(df["rank"].to_list()) if df.height else set()
@@ -75,14 +86,15 @@ def headline(df: pl.DataFrame, scope: Scope, window: str = "all") -> str:
     if df.height == 1:
         r = df.row(0, named=True)
         who = f"run {scope.run} rank {r['rank']}"
-        text = (f"{who}{tag}: GPU idle {r['idle_pct']:.1f} % of {_ms(r['span_ns'])}; compute {r['compute_pct']:.1f} %, "
-                f"non-compute {r['non_compute_pct']:.1f} %")
+        text = (f"{who}{tag}: GPU idle {_pct(r['idle_pct'])} of {_ms(r['span_ns'])}; compute {_pct(r['compute_pct'])}, "
+                f"non-compute {_pct(r['non_compute_pct'])}" + (ZERO_SPAN if not r["span_ns"] else ""))
     else:
         span = df["span_ns"].sum()
-        idle, comp, non = (100 * df[c].sum() / span if span else 0.0 for c in ("idle_ns", "compute_ns", "non_compute_ns"))
+        idle, comp, non = (100 * df[c].sum() / span if span else None for c in ("idle_ns", "compute_ns", "non_compute_ns"))
         worst = df.sort("idle_pct", descending=True, nulls_last=True).row(0, named=True)
-        text = (f"run {scope.run}, {df.height} ranks{tag}: GPU idle {idle:.1f} % of {_ms(span)} (summed spans); "
-                f"compute {comp:.1f} %, non-compute {non:.1f} %; most idle: rank {worst['rank']} ({worst['idle_pct']:.1f} %)")
+        text = (f"run {scope.run}, {df.height} ranks{tag}: GPU idle {_pct(idle)} of {_ms(span)} (summed spans); "
+                f"compute {_pct(comp)}, non-compute {_pct(non)}" + (ZERO_SPAN if not span else "")
+                + (f"; most idle: rank {worst['rank']} ({_pct(worst['idle_pct'])})" if worst["idle_pct"] is not None else ""))
     if missing:
         text += f"; no GPU activity on rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
     return text

@@ -113,7 +113,8 @@ def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pat
     gaps = scope.df("SELECT * FROM st_gaps ORDER BY rank, device, start_ns")
     single = bool(scope.df(
         "SELECT count(*) AS n FROM regions r JOIN scope_window w ON w.rank = r.rank "
-        "WHERE r.run = $run AND r.source = 'dataloader' AND r.name LIKE '%SingleProcessDataLoaderIter%'")["n"][0])
+        "WHERE r.run = $run AND r.source = 'dataloader' AND coalesce(r.domain, '') <> 'gpu' "
+        "AND r.name LIKE '%SingleProcessDataLoaderIter%'")["n"][0])
     launch = scope.df(load_sql("launch_stats"))
     pytorch = bool(scope.df(load_sql("framework"))["pytorch"][0])
     return Stalls(causes, steps, gaps, min_gap_us, data_pattern, single, launch, pytorch)

@@ -16,7 +16,10 @@
 --   busy / CPU      = GPU busy / CPU time: < 1 means the GPU works less than the host spends
 --                     in the range (host-bound or waiting), > 1 means the range only enqueues.
 -- Timer keys (source timer) use the measured GPU duration of each instance as projected and
--- busy time. Kineto GPU-side annotation spans are source gpu_annotation (no CPU time).
+-- busy time. Kineto GPU-side annotation spans are source gpu_annotation: no CPU time, their
+-- GPU span as projected time. That includes Kineto's GPU-side copy of ProfilerStep#N (one
+-- gpu_annotation row named "ProfilerStep"): it is not a step and is not added to the host
+-- step row, whose CPU time is that of the host ProfilerStep spans only.
 --
 -- Parameters: none besides bd_partials.
 --
@@ -24,7 +27,8 @@
 --   source            nvtx | annotation | gpu_annotation | step | dataloader | timer
 --   domain            NVTX domain (null for the default domain and non-NVTX sources)
 --   name              region name (NVTX text without the domain, annotation name, timer key;
---                     all ProfilerStep#N are one row named "ProfilerStep")
+--                     all ProfilerStep#N are one row named "ProfilerStep", their GPU-side
+--                     copies another, of source gpu_annotation)
 --   ranks             number of ranks where the region occurs
 --   instances         number of region instances
 --   unfinished        instances still open at capture end (they end at capture end)

@@ -17,9 +17,12 @@
 --   * consequence: ops launched from another thread are not counted. PyTorch runs backward
 --     on its autograd thread, so a ProfilerStep (main thread) projects forward/optimizer
 --     launches only — the same as nsys would show for an NVTX range around the step.
--- Kineto `gpu_user_annotation` spans (regions with domain 'gpu') are already on the GPU:
--- they are kept as their own source `gpu_annotation` (not merged with the CPU-side
--- annotation of the same name, which would count the work twice); their projection is the
+-- Kineto `gpu_user_annotation` spans (Kineto regions with domain 'gpu': annotations, and the
+-- GPU-side copies Kineto writes of ProfilerStep#N and DataLoader calls) are already on the
+-- GPU: they are not host regions and have no CPU time. Each is kept as source
+-- `gpu_annotation`, whatever name it carries (a GPU-side ProfilerStep#N is not a step: not
+-- source step, not folded into the host step, whose CPU time and launch projection stay
+-- those of the host span alone; merging would count the work twice); their projection is the
 -- span itself (Kineto: min op start .. max op end of the annotation's ops on one stream) and
 -- their ops are the ops of that device and stream lying inside the span.
 -- Timer regions (source timer) use their measured GPU time (gpu_dur_ns, else gpu_end_ns -
@@ -34,7 +37,8 @@
 --   rank, pid, tid   where the region ran (pid/tid null for GPU-side spans)
 --   source           nvtx | annotation | gpu_annotation | step | dataloader | timer
 --   name, domain     region name (NVTX text, annotation name, timer key); NVTX domain
---   step             N of ProfilerStep#N (source step), else null
+--   step             N of ProfilerStep#N (source step, or its GPU-side copy: source
+--                    gpu_annotation), else null
 --   depth            nesting level on its thread (0 = outermost), as ingested
 --   start_ns, end_ns CPU-side range (GPU-side for gpu_annotation), ns
 --   cpu_ns           end_ns - start_ns, ns (null for gpu_annotation)
@@ -46,7 +50,8 @@
 --   gpu_busy_ns      length of the union of those ops' intervals, ns
 WITH reg AS (
     SELECT r.rank, r.pid, r.tid,
-           CASE WHEN r.source = 'annotation' AND r.domain = 'gpu' THEN 'gpu_annotation' ELSE r.source END AS source,
+           CASE WHEN r.domain = 'gpu' AND r.source IN ('annotation', 'step', 'dataloader') THEN 'gpu_annotation'
+                ELSE r.source END AS source,
            r.name, r.domain, r.step, r.depth, r.start_ns, r.end_ns,
            coalesce(r.unfinished, false) AS unfinished, r.device, r.stream,
            r.gpu_start_ns, r.gpu_end_ns, r.gpu_dur_ns

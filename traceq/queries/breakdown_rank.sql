@@ -8,7 +8,8 @@
 --
 -- Output columns:
 --   rank, source, domain   where and which kind of region
---   name              region name (all ProfilerStep#N are one row named "ProfilerStep")
+--   name              region name (all ProfilerStep#N are one row named "ProfilerStep"; so
+--                     are their GPU-side copies, in the row of source gpu_annotation)
 --   instances         region instances
 --   unfinished        instances still open at capture end
 --   cpu_total_ns      Σ instance durations (CPU), ns (null when none has a CPU duration)
@@ -23,7 +24,8 @@ SELECT
     rank,
     source,
     domain,
-    CASE WHEN source = 'step' THEN 'ProfilerStep' ELSE name END  AS name,
+    CASE WHEN source = 'step' OR (source = 'gpu_annotation' AND step IS NOT NULL)
+         THEN 'ProfilerStep' ELSE name END                       AS name,
     count(*)                                                     AS instances,
     count(*) FILTER (WHERE unfinished)                           AS unfinished,
     sum(cpu_ns)::BIGINT                                          AS cpu_total_ns,

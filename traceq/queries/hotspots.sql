@@ -18,7 +18,8 @@
 --   kind          kernel | memcpy | memset
 --   count         number of ops
 --   total_ns      sum of durations, ns
---   pct           100 * total_ns / sum of total_ns over all rows, %
+--   pct           100 * total_ns / sum of total_ns over all rows, % (null when that sum is 0:
+--                 only zero-duration ops, whose share is undefined)
 --   mean_ns       average duration, ns
 --   median_ns     median duration (mean of the two middle values for even counts), ns
 --   min_ns        shortest, ns
@@ -43,7 +44,7 @@ SELECT
     any_value(kind)                             AS kind,
     count(*)                                    AS count,
     sum(dur_ns)::BIGINT                         AS total_ns,
-    100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER () AS pct,
+    100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS pct,
     avg(dur_ns)                                 AS mean_ns,
     median(dur_ns)                              AS median_ns,
     min(dur_ns)                                 AS min_ns,

@@ -8,7 +8,9 @@
 --   compute     = |∪ compute ops|
 --   non_compute = span − compute − idle  (busy, but no compute op running: communication,
 --                                         copies, memsets, and in the hta window sync rows)
---   *_pct       = 100 · x / span
+--   *_pct       = 100 · x / span; null when span = 0 (one zero-duration op, or in the hta
+--                 window an op its µs rounding empties, ceil of start = floor of end): a
+--                 share of nothing is undefined, not 0 or 100 % ("–" in tables)
 -- A rank with no op in scope has no row ("no GPU activity").
 --
 -- Requires: temp table analysis_ops (summary_ops.sql) and the interval macros

@@ -49,7 +49,7 @@ WITH ev AS (
     UNION ALL
     SELECT rank, 'host', NULL, NULL, source, name, start_ns, end_ns
     FROM regions
-    WHERE run = $run AND source IN ('step', 'dataloader') AND end_ns >= start_ns
+    WHERE run = $run AND source IN ('step', 'dataloader') AND coalesce(domain, '') <> 'gpu' AND end_ns >= start_ns
 ), bounds AS (
     SELECT rank, min(start_ns) AS t0, max(end_ns) AS t1,
            greatest((max(end_ns) - min(start_ns)) // $buckets, 1) AS w
