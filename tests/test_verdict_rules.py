@@ -7,6 +7,7 @@ where it must not. The same rules on every real trace: tests/verdicts/."""
 from __future__ import annotations
 
 import pytest
+import polars as pl
 from kineto_synth import Trace
 from scoped import diagnose
 
@@ -265,3 +266,29 @@ def test_findings_keep_below_the_floor_apart(tmp_path):
     ingest([t.write(d / "t.pt.trace.json.gz")], store=d / "s", jobs=1)
     fs = findings(open_scope(d / "s"))
     assert [f.id for f in fs] == [] and [f.id for f in fs.also] == ["channels_last"]
+
+
+def test_hotspots_calls_avoidable_only_what_a_finding_cites(tmp_path):
+    """One elementwise kernel name launched 120 times per step by the optimizer (100 µs each:
+    12 ms/step) and 50 times by the model (200 µs each, 10 ms/step): hotspots' row holds all
+    44 ms of it over 2 steps. fused_optimizer cites the optimizer's 24 ms; fuse_elementwise
+    (the model's elementwise time is 20 of 44 ms >= 25 %) half of the model's 20 ms: 34 ms
+    avoidable, not the whole row."""
+    from scoped import hotspots
+
+    name = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >(int)"
+    t = Trace()
+    for s in range(2):
+        base = s * 100_000
+        t.step(s + 1, base, 100_000)
+        t.cpu_op("autograd::engine::evaluate_function: MulBackward0", base, 100)
+        for i in range(50):
+            t.launch(name, base + i * 10, 5, base + 500 + i * 200, 200)
+        t.annotation("Optimizer.step#SGD.step", base + 20_000, 60_000)
+        for i in range(120):
+            t.launch(name, base + 20_000 + i * 400, 5, base + 20_010 + i * 400, 100)
+    d = tmp_path / "t"
+    ingest([t.write(d / "t.pt.trace.json.gz")], store=d / "s", jobs=1)
+    row = hotspots(d / "s").filter(pl.col("name") == name).row(0, named=True)
+    assert row["total_ns"] == 2 * (50 * 200 + 120 * 100) * 1000
+    assert row["avoidable"] and row["avoidable_ns"] == (2 * 120 * 100 + 2 * 50 * 200 // 2) * 1000

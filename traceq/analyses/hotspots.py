@@ -17,13 +17,22 @@ REPORT_ROWS = 40
 
 
 def _advice(df: pl.DataFrame, fs: list) -> pl.DataFrame:
-    """`advice` for the kernel names an evidence-gated finding (traceq.advice) cites."""
+    """`advice` for the kernel names an evidence-gated finding (traceq.advice) cites, and
+    `avoidable_ns`: the part of the row's time the findings cite (a finding may cite only some
+    launches of a name: the optimizer's elementwise kernels, not the model's), at most its total."""
     by_name: dict[str, str] = {}
+    cited: dict[str, float] = {}
     for f in fs:
-        for name in f.kernels:
+        for i, name in enumerate(f.kernels):
             by_name.setdefault(name, f"{f.id}: {f.advice}")
+            ms_ = f.cited_ms[i] if i < len(f.cited_ms) else None
+            if ms_ is not None:
+                cited[name] = cited.get(name, 0.0) + ms_
     advice = pl.Series("advice", [by_name.get(n) for n in df["name"]], dtype=pl.String)
-    return df.with_columns(advice=advice, avoidable=advice.is_not_null())
+    part = pl.Series("avoidable_ns", [None if n not in by_name else round(cited[n] * 1e6) if n in cited else t
+                                      for n, t in zip(df["name"], df["total_ns"])], dtype=pl.Int64)
+    return df.with_columns(advice=advice, avoidable=advice.is_not_null(),
+                           avoidable_ns=pl.min_horizontal(part, pl.col("total_ns")))
 
 
 def hotspots_scoped(scope: Scope, fs: list | None = None) -> pl.DataFrame:
@@ -46,7 +55,8 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
         return f"run {scope.run}: no GPU kernels, copies or memsets in scope ({no_gpu_reason(scope)})"
     total = df["total_ns"].sum()
     top = df.row(0, named=True)
-    avoid = df.filter(pl.col("avoidable")).group_by("category").agg(pl.col("total_ns").sum()).sort("total_ns", descending=True)
+    avoid = (df.filter(pl.col("avoidable")).group_by("category").agg(pl.col("avoidable_ns").sum().alias("total_ns"))
+             .sort("total_ns", descending=True))
     parts = [f"run {scope.run}{'' if scope.rank is None else f' rank {scope.rank}'}: GPU op time {total / 1e6:,.2f} ms "
              f"in {df['count'].sum():,} ops, {df.height} names; top hotspot: {(labels or {}).get(top['name']) or shorten(top['name'], 60)} "
              + (f"({top['pct']:.1f} %)" if top["pct"] is not None else "(share undefined: every op lasts 0 ns)")]
@@ -116,7 +126,7 @@ def report_section(ctx) -> list:
             sec.notes.append(f"Top {REPORT_ROWS} of {hot.height:,} names by total time "
                              "(traceq hotspots --top 0 lists all).")
         adv = (hot.filter(pl.col("avoidable")).group_by("advice")
-               .agg(pl.col("total_ns").sum(), pl.col("category").first(), pl.len().alias("names"))
+               .agg(pl.col("avoidable_ns").sum().alias("total_ns"), pl.col("category").first(), pl.len().alias("names"))
                .sort("total_ns", descending=True))
         total = hot["total_ns"].sum() or 1
         sec.advice = [f"{r['category']} — {ms(r['total_ns'])} ({100 * r['total_ns'] / total:.1f} % of GPU op time, "
@@ -137,7 +147,9 @@ ANALYSIS = Analysis(
               "CAT[,CAT]", flags=("-c",)),
     ),
     columns=sql_columns("hotspots", Column("advice", "what to change for avoidable work (null otherwise)"),
-                        Column("avoidable", "true when advice applies")),
+                        Column("avoidable", "true when advice applies"),
+                        Column("avoidable_ns", "the part of total_ns the findings cite (null when none): a "
+                                               "finding may cite some launches of a name only")),
     sort=("total_ns descending",),
     drop_first=("stddev_ns", "min_ns", "max_ns", "median_ns", "mean_ns", "category"),
     view=view,

@@ -5,8 +5,13 @@ regions, --data-pattern regions) — or, on a trace without GPU ops, the host wa
 data more than 5 % of step time (TensorBoard profiler rule).
 Ruled out by: no data-loading idle time / data wait <= 5 % of step time; below the floor.
 Estimated gain: the data-loading idle time per step (CPU-only: the data wait per step).
+The advice follows the evidence: num_workers=0 (a single-process DataLoader) gets worker
+processes first, a loader with workers more of them with prefetching; pin_memory only
+where copies from pageable host memory are in the trace.
 """
 from __future__ import annotations
+
+from ...lazy import polars as pl
 
 from ..stall_advice import DATA_WAIT_ADVICE_PCT, NEUTRAL_DATA_ADVICE
 from ..base import Evidence, Finding
@@ -14,10 +19,15 @@ from .stall_facts import cause_row, idle_text
 
 
 def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
-    workers = ("the DataLoader runs in the training process (num_workers=0): set num_workers (e.g. 4-8 per GPU)"
-               if stalls.single_process_loader else "raise DataLoader num_workers")
-    advice = ev.said(f"{workers}; pin_memory=True with .to(device, non_blocking=True); prefetch_factor and "
-                     "persistent_workers=True; cache or GPU-decode samples when per-sample loading is the slow part",
+    loop = "training" if ev.training else "main"
+    workers = (f"the DataLoader runs in the {loop} process (num_workers=0): set num_workers (e.g. 4-8 per GPU)"
+               if stalls.single_process_loader else
+               "raise DataLoader num_workers, with prefetch_factor and persistent_workers=True")
+    pageable = ev.ops.filter((pl.col("kind") == "memcpy")
+                             & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable")))["n"].sum()
+    pin = "; pin_memory=True with .to(device, non_blocking=True) (the batches are copied from pageable memory)" \
+        if pageable else ""
+    advice = ev.said(f"{workers}{pin}; cache or GPU-decode samples when per-sample loading is the slow part",
                      NEUTRAL_DATA_ADVICE)
     row = cause_row(stalls, "data_loading")
     if row is not None and row["idle_ns"]:
