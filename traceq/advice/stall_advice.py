@@ -48,10 +48,10 @@ CAUSE_ADVICE = {
     "blocking_copy": "synchronous or pageable copies: pin host memory and copy with non_blocking=True",
     "memory_management": "allocator churn (cudaMalloc/cudaFree while the GPU idles): keep the caching allocator on, "
                          "no torch.cuda.empty_cache() in the loop",
-    "launch_overhead": "the host spends the gaps issuing kernels: fewer, larger kernels (torch.compile, fused/foreach "
-                       "optimizers), CUDA graphs, or a larger batch",
+    "launch_overhead": "the host spends the gaps issuing kernels: fewer, larger kernels (torch.compile), CUDA graphs, "
+                       "or more work per launch (traceq diagnose: the launch evidence and what fits this workload)",
     "host_compute": "the host computes (framework/Python) while the GPU idles: CPU-bound; torch.compile, CUDA graphs, "
-                    "larger batches, less per-step Python",
+                    "more work per launch, less per-step Python",
     "communication": "the host waits in collectives: overlap communication with compute (DDP bucketing), fewer/larger "
                      "collectives",
 }

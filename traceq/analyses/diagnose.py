@@ -248,9 +248,10 @@ def report_section(ctx) -> list:
     if st is None:
         return []
     sec = Section("fix", ANALYSIS.report, lead=True,
-                  intro="What bounds this run (largest share of the GPU span: GPU busy, or the stall cause of the "
-                        "idle gaps) and the findings whose evidence is in the trace, largest estimated gain per step "
-                        "first (traceq diagnose, per rank).")
+                  intro="What bounds this run (the largest avoidable cost of the GPU span: data, communication, "
+                        "host, launch, sync, memory management, copies, warm-up; GPU-bound when those are under 10 %) "
+                        "and the findings whose evidence is in the trace: the bound's own first, then by estimated "
+                        "gain per step (traceq diagnose, per rank).")
     with ctx.guard(sec, "diagnose"):
         if getattr(st, "facts", None) is None:
             st.facts = run_facts(ctx.scope, st)

@@ -37,7 +37,7 @@ WITH late AS (
       AND NOT regexp_matches(r.name, '^(DistributedDataParallel|FullyShardedDataParallel)\.|^\{''(mod|traceMarker|funcStack)''')
 ), hit AS (
     SELECT g.rank, g.start_ns, g.unattributed_ns, r.name, r.start_ns AS r_start,
-           row_number() OVER (PARTITION BY g.rank, g.start_ns, g.end_ns ORDER BY r.depth DESC, r.start_ns DESC) AS k
+           row_number() OVER (PARTITION BY g.rank, g.start_ns, g.end_ns ORDER BY r.depth DESC, r.start_ns DESC, r.name) AS k
     FROM late g JOIN ranges r ON r.rank = g.rank AND r.start_ns <= g.mid_ns AND r.end_ns > g.mid_ns
 )
 SELECT regexp_replace(name, '(^|[^A-Za-z0-9])[0-9]+', '\1*', 'g') AS range, sum(unattributed_ns)::BIGINT AS idle_ns,

@@ -32,8 +32,8 @@ def idle_in_range(scope, ev: Evidence, stalls) -> Finding | None:
         f"GPU idle {ms(ns)}{share} while the host, inside a user range, did nothing the trace names (no launch, "
         f"sync, copy, allocator or framework call) and the next GPU op was not yet launched: {shown}",
         ns / 1e6, ev.per_step_ms(ns),
-        f"the GPU waits while the host runs `{shorten(top['range'], 60)}`: do that work ahead of time or on another "
-        "thread (prefetch: issue the next range's copies/loads asynchronously while the GPU computes), or shorten it; "
-        "the range's own name says what it does")
+        f"the GPU waits while the host is in `{shorten(top['range'], 60)}` doing work the trace does not record: "
+        "find it with a CPU profile of that range (py-spy, nsys --sample=cpu), then move it off the launching "
+        "thread, do it ahead of time (prefetch the next range's loads/copies while the GPU computes) or shorten it")
     fd.base_ns = span or None
     return fd
