@@ -37,6 +37,10 @@ def test_exposed_communication_is_a_finding_and_the_bound(tmp_path):
     t = Trace()
     t.launch("void at::native::elementwise_kernel<128, 2>(int)", 0, 5, 0, 4000)
     t.launch(NCCL, 10, 5, 3000, 4000)
+    # PyTorch's collective args on the kernel: 1,000,000 floats = 4 MB in 4000 µs, 2 ranks:
+    # algbw 1.0 GB/s, bus bandwidth 2(n-1)/n = 1 times that
+    t.events[-1]["args"].update({"In msg nelems": 1_000_000, "Out msg nelems": 1_000_000, "dtype": "Float",
+                                 "Group size": 2, "Collective name": "allreduce"})
     t.launch("void at::native::elementwise_kernel<128, 2>(int)", 20, 5, 7000, 2000)
     row = _diagnosed(tmp_path, t)
     assert row["bound"] == "communication"
@@ -44,7 +48,8 @@ def test_exposed_communication_is_a_finding_and_the_bound(tmp_path):
     f = _ids(row)["exposed_communication"]
     assert f["gpu_ms"] == pytest.approx(3.0)
     assert "communication kernels run 4.00 ms, 25 % of it under compute, 3.00 ms with no compute running" in f["evidence"]
-    assert "ncclKernel_AllReduce_RING_LL_Sum_float" in f["evidence"]
+    assert "ncclKernel_AllReduce_RING_LL_Sum_float ×1 (4.00 ms, mean message 4.0 MB, bus bandwidth 1.0 GB/s)" \
+        in f["evidence"]
     # no backward: no DDP gradient-bucket advice; the generic overlap advice
     assert "bucket_cap_mb" not in f["advice"] and "overlap communication with compute" in f["advice"]
 

@@ -70,7 +70,8 @@ class RunFacts:
     ranges: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
         schema={"range": pl.String, "idle_ns": pl.Int64, "gaps": pl.Int64, "instances": pl.Int64}))
     comm_kernels: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
-        schema={"name": pl.String, "n": pl.Int64, "ns": pl.Int64}))
+        schema={"name": pl.String, "n": pl.Int64, "ns": pl.Int64, "bytes": pl.Int64, "sized": pl.Int64,
+                "sized_ns": pl.Int64, "group_size": pl.Int64}))
     # the stall gaps with their start-up time carved out of the causes (`carve_warm`)
     gaps: pl.DataFrame | None = None
 
@@ -134,8 +135,14 @@ def run_facts(scope, stalls) -> RunFacts:
         "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS})
     f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
     if f.comm_ops:
+        # per kernel name: launches, time, message bytes (gpu_ops.bytes of a collective: its
+        # message size, when the trace gives it) and busbw_ns: Σ dur of the launches with a size,
+        # and the group size (NCCL-tests bus bandwidth: queries/collectives.sql)
         f.comm_kernels = scope.df(
-            "SELECT g.name, count(*) AS n, sum(g.end_ns - g.start_ns)::BIGINT AS ns FROM gpu_ops g "
+            "SELECT g.name, count(*) AS n, sum(g.end_ns - g.start_ns)::BIGINT AS ns, "
+            "coalesce(sum(g.bytes), 0)::BIGINT AS bytes, count(g.bytes)::BIGINT AS sized, "
+            "coalesce(sum(g.end_ns - g.start_ns) FILTER (g.bytes IS NOT NULL), 0)::BIGINT AS sized_ns, "
+            "max(g.group_size)::BIGINT AS group_size FROM gpu_ops g "
             "JOIN scope_window w ON w.rank = g.rank WHERE g.run = $run AND g.category = 'communication' "
             "AND g.kind = 'kernel' AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns)) "
             "GROUP BY g.name ORDER BY ns DESC, g.name")
@@ -161,11 +168,13 @@ def run_facts(scope, stalls) -> RunFacts:
     return f
 
 
-def _sum_named(frames: list[pl.DataFrame], key: str, sums: tuple[str, ...], by: str) -> pl.DataFrame:
+def _sum_named(frames: list[pl.DataFrame], key: str, sums: tuple[str, ...], by: str,
+               maxes: tuple[str, ...] = ()) -> pl.DataFrame:
     df = pl.concat([x for x in frames if x.height], how="vertical_relaxed") if any(x.height for x in frames) else frames[0]
     if not df.height:
         return df
-    return df.group_by(key).agg(pl.col(c).sum() for c in sums).sort([by, key], descending=[True, False])
+    aggs = [pl.col(c).sum() for c in sums] + [pl.col(c).max() for c in maxes]
+    return df.group_by(key).agg(aggs).sort([by, key], descending=[True, False]).select(df.columns)
 
 
 def merge_facts(parts: list[RunFacts]) -> RunFacts:
@@ -181,6 +190,7 @@ def merge_facts(parts: list[RunFacts]) -> RunFacts:
     gaps = [p.gaps for p in parts if p.gaps is not None and p.gaps.height]
     f.gaps = pl.concat(gaps, how="vertical_relaxed") if gaps else None
     f.warm_calls = _sum_named([p.warm_calls for p in parts], "name", ("n", "ns"), "ns")
-    f.comm_kernels = _sum_named([p.comm_kernels for p in parts], "name", ("n", "ns"), "ns")
+    f.comm_kernels = _sum_named([p.comm_kernels for p in parts], "name", ("n", "ns", "bytes", "sized", "sized_ns"),
+                                "ns", ("group_size",))
     f.ranges = _sum_named([p.ranges for p in parts], "range", ("idle_ns", "gaps", "instances"), "idle_ns")
     return f

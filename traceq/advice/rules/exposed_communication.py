@@ -5,6 +5,8 @@ compute kernel runs on the rank's GPUs (exposed communication, queries/advice_bu
 and/or the GPU idles while the host waits inside a collective (stall cause communication).
 Ruled out by: no communication kernels and no such waits; below the floor (1 % of the GPU
 span).
+Evidence: the exposed time, the share hidden, and per collective kernel its launches, time,
+mean message size and NCCL-tests bus bandwidth (where the trace gives message sizes).
 Estimated gain: that time per step (an upper bound: overlapping communication with compute
 hides it; a straggler's lateness is removed only by fixing the straggler).
 Advice follows the collectives the trace shows: all-gather with reduce-scatter (sharded
@@ -15,11 +17,33 @@ from __future__ import annotations
 
 from ...lazy import polars as pl
 
-from ..base import Evidence, Finding, ms
+from ..base import Evidence, Finding, ms, short_name
 from .stall_facts import cause_row
 
 SMALL_COLLECTIVE_NS = 100_000      # a collective under 100 µs is latency-bound
 MANY_PER_STEP = 50
+
+
+def _bus_factor(name: str, n: int | None) -> float:
+    """NCCL-tests' bus-bandwidth factor of a collective (queries/collectives.sql)."""
+    low = name.lower().replace("_", "")
+    if not n or n < 2:
+        return 1.0
+    if "allreduce" in low:
+        return 2.0 * (n - 1) / n
+    if "allgather" in low or "reducescatter" in low or "alltoall" in low:
+        return (n - 1) / n
+    return 1.0
+
+
+def _size_words(r: dict) -> str:
+    """", mean message 7.9 MB, bus bandwidth 45.3 GB/s" for launches with a message size
+    (gpu_ops.bytes: In/Out msg nelems × dtype size, written by PyTorch >= 2.1); nothing without."""
+    if not r.get("sized") or not r.get("sized_ns"):
+        return ""
+    algbw = r["bytes"] / r["sized_ns"]           # bytes per ns = GB/s
+    return (f", mean message {r['bytes'] / r['sized'] / 1e6:,.1f} MB, bus bandwidth "
+            f"{algbw * _bus_factor(r['name'], r.get('group_size')):,.1f} GB/s")
 
 
 def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
@@ -42,7 +66,8 @@ def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
         parts.append(f"GPU idle {ms(wait_ns)} while the host waited inside collectives")
     kernels = f.comm_kernels
     if kernels.height:
-        top = ", ".join(f"{r['name'][:60]} ×{r['n']:,} ({ms(r['ns'])})" for r in kernels.head(3).iter_rows(named=True))
+        top = ", ".join(f"{short_name(r['name'], 60)} ×{r['n']:,} ({ms(r['ns'])}{_size_words(r)})"
+                        for r in kernels.head(3).iter_rows(named=True))
         parts.append(f"collectives: {top}" + (f" and {kernels.height - 3} more" if kernels.height > 3 else ""))
     names = " ".join(kernels["name"].to_list()).lower() if kernels.height else ""
     n = int(kernels["n"].sum()) if kernels.height else 0
