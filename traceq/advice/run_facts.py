@@ -116,6 +116,8 @@ def _gaps(stalls) -> pl.DataFrame:
 
 def run_facts(scope, stalls) -> RunFacts:
     """The facts of `scope` (one rank or several, in one process) for its Stalls result."""
+    from ..store import register_pl
+
     con = scope.con
     install_macros(con)
     params = {"run": scope.run}
@@ -148,14 +150,14 @@ def run_facts(scope, stalls) -> RunFacts:
             "GROUP BY g.name ORDER BY ns DESC, g.name")
     gaps = _gaps(stalls)
     if gaps.height:
-        con.register("af_gaps", gaps.to_arrow())
+        register_pl(con, "af_gaps", gaps)
         try:
             f.warm = run_script(con, "advice_warm", params)
         finally:
             con.unregister("af_gaps")
         f.gaps = carve_warm(stalls.gaps, f.warm)
         # the unexplained idle time left once start-up time is carved out
-        con.register("af_gaps", f.gaps.to_arrow())
+        register_pl(con, "af_gaps", f.gaps)
         try:
             f.ranges = run_script(con, "advice_ranges", params)
         finally:

@@ -111,12 +111,22 @@ def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, s
           + (f" ({causes})" if causes else "")
           + (f"; avoidable: {costs} = {avoidable:.1f} %" if costs else "; avoidable: none")
           + (f" (< {GPU_BOUND_AVOIDABLE_PCT:g} %: GPU-bound)" if bound == "gpu" else "")
-          + (f"; unattributed {sh['unattributed']:.1f} % (next op already queued, no host activity explains it)"
-             if round(sh["unattributed"], 1) else "")
+          + _queue_words(st, facts, sh)
           + _launch_words(st))
     if truncated is not None:
         ev += f"; the trace file was truncated ({truncated}): events after the cut are missing"
     return bound, sh[bound], ev
+
+
+def _queue_words(st, facts, sh: dict) -> str:
+    """The gaps whose next op was already launched when they began, and the idle time in them
+    no host activity explains (unattributed: never the host's)."""
+    n = st.queued_gaps()
+    if not n or not facts.span_ns:
+        return ""
+    return (f"; in {n:,} of the gaps ({100 * st.queued_ns('gap_ns') / facts.span_ns:.1f} % of the span) the next GPU "
+            "op was already launched when the gap began: the GPU waited on something the trace does not show, not "
+            f"on the host (unattributed {sh['unattributed']:.1f} %)")
 
 
 def bound_words(bound: str, share: float) -> str:
