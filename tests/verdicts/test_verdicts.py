@@ -49,7 +49,8 @@ def test_expectations_are_well_formed():
         if key in seen:
             problems.append(f"{key}: two verdicts")
         seen.add(key)
-        if set(v) != {"run", "rank", "bound", "must", "must_not", "why"}:
+        if not {"run", "rank", "bound", "must", "must_not", "why"} <= set(v) <= {"run", "rank", "bound", "must",
+                                                                             "must_not", "why", "known"}:
             problems.append(f"{key}: keys {sorted(v)}")
             continue
         if not isinstance(v["rank"], int):
@@ -144,6 +145,11 @@ def test_verdict(diagnosed, v):
     wrong = set(v["must_not"]) & ids
     if wrong:
         problems.append(f"findings that must not be there: {sorted(wrong)}")
+    if v.get("known"):
+        # a disagreement the lead looked into and left, with the reason (README.md): reported as
+        # an expected failure while it lasts, and a failure once diagnose agrees (drop `known`)
+        assert problems, f"{_vid(v)}: diagnose now agrees with the expert: remove its `known` note"
+        pytest.xfail(f"{'; '.join(problems)} — known: {v['known']}")
     assert not problems, (f"{_vid(v)}: " + "; ".join(problems) + f"\n  expert: {v['why']}"
                           f"\n  diagnose: {rec.get('evidence', '')}\n  findings: {sorted(ids)}")
 
@@ -163,7 +169,8 @@ def test_findings_precision_recall_summary(diagnosed, capsys):
         bound_ok += ok
         if not ok or f or n:
             rows.append(f"  {_vid(v):22} bound {rec.get('bound') if rec else None!s:>17} (want {v['bound']}), "
-                        f"FP {sorted(set(v['must_not']) & ids)}, FN {sorted(set(v['must']) - ids)}")
+                        f"FP {sorted(set(v['must_not']) & ids)}, FN {sorted(set(v['must']) - ids)}"
+                        + (" [known]" if v.get("known") else ""))
     precision = tp / (tp + fp) if tp + fp else float("nan")
     recall = tp / (tp + fn) if tp + fn else float("nan")
     with capsys.disabled():

@@ -33,12 +33,15 @@ class Finding:
     cited_ms: list[float] = field(default_factory=list)  # per cited name, the GPU time the finding covers, ms
     base_ns: int | None = None     # the floor's time base when it is not the GPU op time (idle findings: span)
     stepped: bool = True           # the scope has steps (Evidence.stepped): texts give ms per step
+    also: bool = False             # seen, but not to be advised first whatever its size ("also seen")
 
     def gain(self) -> str:
         """The estimated gain in words: per step, or in all when the trace has no steps."""
         return f"{self.est_gain_ms_per_step:,.2f} ms/step" if self.stepped else f"{self.gpu_ms:,.2f} ms in all"
 
     def below_floor(self, ev: Evidence) -> bool:
+        if self.also:
+            return True
         base = self.base_ns or ev.gpu_ns
         if not base:      # a CPU-only data wait: its own share of step time decided it
             return False

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from ..lazy import polars as pl
 
 from ..queries import install_macros, run_script
-from ..rules.host_api import WARMUP_CALLS
 
 # allocator calls that give memory back, and those that take it. A free that returns in
 # under FREE_MIN_NS gave nothing back: cudaFree(0)/cudaFree(nullptr) is the idiom that
@@ -22,13 +21,20 @@ from ..rules.host_api import WARMUP_CALLS
 # for the device.
 FREE = r"(?i)free|release|unmap|unregister"
 FREE_MIN_NS = 1000
+# start-up calls a trace shows only by their length (queries/advice_warm.sql): a launch call
+# of 1 ms and 100 times the rank's median launch loads its kernel's module; an allocator call
+# of 50 ms initialises a context or library (and is no free for the churn count either)
+SLOW_LAUNCH_NS = 1_000_000
+SLOW_LAUNCH_FACTOR = 100
+SLOW_ALLOC_NS = 50_000_000
 # the columns of the stall gaps the facts read
 GAP_COLUMNS = ("rank", "device", "start_ns", "end_ns", "queued", "unattributed_ns")
 # the gaps' cause columns (stalls_gaps.sql), and the order start-up time is carved out of
-# them: start-up work runs in driver calls (module loads: launch_ns), in threads the
-# stall vocabulary does not see (unattributed_ns), in framework ops (host_ns)
+# them: start-up work runs in runtime/driver calls (module loads, slow first launches:
+# launch_ns), in slow allocator calls (memory_ns), in threads the stall vocabulary does not
+# see (unattributed_ns), in framework ops (host_ns)
 CAUSE_COLUMNS = ("data_ns", "comm_ns", "sync_ns", "copy_ns", "memory_ns", "launch_ns", "host_ns", "unattributed_ns")
-CARVE_ORDER = ("launch_ns", "unattributed_ns", "host_ns", "memory_ns", "sync_ns", "copy_ns")
+CARVE_ORDER = ("launch_ns", "memory_ns", "unattributed_ns", "host_ns", "sync_ns", "copy_ns")
 
 
 def carve_warm(gaps: pl.DataFrame, warm: pl.DataFrame) -> pl.DataFrame:
@@ -58,7 +64,7 @@ class RunFacts:
     comm_ops: int = 0
     copy_ns: int = 0            # copies and memsets, union
     exposed_copy_ns: int = 0    # ... during which no kernel runs
-    frees: int = 0              # allocator calls giving memory back (FREE_MIN_NS or longer)
+    frees: int = 0              # allocator calls giving memory back (FREE_MIN_NS to SLOW_ALLOC_NS long)
     reallocs: int = 0           # allocations after the rank's first free: churn
     allocs: int = 0
     # per gap (rank, device, start_ns): its idle time spent in start-up work
@@ -128,13 +134,13 @@ def run_facts(scope, stalls) -> RunFacts:
             setattr(f, k, int(busy[k].sum() or 0))
     mem = scope.df(
         "WITH m AS (SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives, "
-        "h.end_ns - h.start_ns >= $free_min AS real FROM host_ops h "
+        "h.end_ns - h.start_ns BETWEEN $free_min AND $slow_alloc AS real FROM host_ops h "
         "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND host_is_memory(h.kind, h.name) "
         "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))), "
         "first_free AS (SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank) "
         "SELECT count(*) FILTER (gives AND real) AS frees, count(*) FILTER (NOT gives) AS allocs, "
         "count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs "
-        "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS})
+        "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS, "slow_alloc": SLOW_ALLOC_NS})
     f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
     if f.comm_ops:
         # per kernel name: launches, time, message bytes (gpu_ops.bytes of a collective: its
@@ -152,7 +158,9 @@ def run_facts(scope, stalls) -> RunFacts:
     if gaps.height:
         register_pl(con, "af_gaps", gaps)
         try:
-            f.warm = run_script(con, "advice_warm", params)
+            f.warm = run_script(con, "advice_warm", {**params, "slow_launch_ns": SLOW_LAUNCH_NS,
+                                                     "slow_launch_factor": SLOW_LAUNCH_FACTOR,
+                                                     "slow_alloc_ns": SLOW_ALLOC_NS})
         finally:
             con.unregister("af_gaps")
         f.gaps = carve_warm(stalls.gaps, f.warm)
@@ -163,10 +171,9 @@ def run_facts(scope, stalls) -> RunFacts:
         finally:
             con.unregister("af_gaps")
         if f.warm.height:
-            f.warm_calls = scope.df(
-                "SELECT h.name, count(*) AS n, sum(h.end_ns - h.start_ns)::BIGINT AS ns FROM host_ops h "
-                "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND (" + WARMUP_CALLS + ") "
-                "GROUP BY h.name ORDER BY ns DESC, h.name")
+            # the start-up calls advice_warm.sql found (aw_calls), per name
+            f.warm_calls = scope.df("SELECT name, count(*) AS n, sum(end_ns - start_ns)::BIGINT AS ns FROM aw_calls "
+                                    "GROUP BY name ORDER BY ns DESC, name")
     return f
 
 

@@ -3,21 +3,51 @@
 --
 -- Definition: start-up activity = host ops of the gap's rank (any thread) of the host-API
 -- class host_is_warmup (traceq/rules/host_api.py: context creation, module/library loading,
--- run-time compilation, framework JIT/compile ops) and NVTX/annotation regions (not
--- GPU-side) named like framework compilation (is_warmup_name). For each gap of af_gaps:
+-- run-time compilation, framework JIT/compile ops), NVTX/annotation regions (not GPU-side)
+-- named like framework compilation (is_warmup_name), and two kinds of calls that only
+-- start-up makes that long:
+--   * a launch call (runtime/driver call with a correlation id, i.e. one that launched GPU
+--     work) of at least $slow_launch_ns and $slow_launch_factor times the rank's median
+--     launch call: the first launch of a kernel loading its module (CUDA lazy loading, ROCm
+--     code objects), which a trace shows only as a slow launch;
+--   * an allocator call (host_is_memory) of at least $slow_alloc_ns: an allocation or free
+--     that returns in microseconds to milliseconds when it only allocates; seconds inside
+--     one are context or library initialisation (cudaFree(0) creating the context, cuDNN
+--     handles).
+-- For each gap of af_gaps:
 --   warm_ns = |gap ∩ ∪ start-up activity of its rank|
 -- Gaps without any are left out.
 --
--- Parameters: $run (text). Requires af_gaps (the Stalls result's gaps: rank, device,
+-- Parameters: $run (text), $slow_launch_ns, $slow_launch_factor, $slow_alloc_ns
+-- (traceq/advice/run_facts.py). Requires af_gaps (the Stalls result's gaps: rank, device,
 -- start_ns, end_ns), scope_window and the macros of intervals.sql and host_api.py.
 --
 -- Output columns (one row per gap with start-up time):
 --   rank, device, start_ns   the gap
 --   warm_ns                  its time with start-up activity running, ns
-CREATE OR REPLACE TEMP TABLE aw_act AS
-SELECT h.rank, h.start_ns, h.end_ns FROM host_ops h JOIN scope_window w ON w.rank = h.rank
-WHERE h.run = $run AND h.end_ns > h.start_ns AND host_is_warmup(h.kind, h.name)
+CREATE OR REPLACE TEMP TABLE aw_launch_median AS
+SELECT h.rank, median(h.end_ns - h.start_ns) AS ns FROM host_ops h
+WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
   AND h.rank IN (SELECT DISTINCT rank FROM af_gaps)
+GROUP BY h.rank;
+
+-- the start-up calls, named as the evidence cites them (a slow launch or allocator call by
+-- what it is taken for)
+CREATE OR REPLACE TEMP TABLE aw_calls AS
+SELECT h.rank, h.start_ns, h.end_ns,
+       CASE WHEN host_is_warmup(h.kind, h.name) THEN h.name
+            WHEN host_is_memory(h.kind, h.name) THEN h.name || ' (slow: initialisation)'
+            ELSE h.name || ' (slow first launch: module loading)' END AS name
+FROM host_ops h JOIN scope_window w ON w.rank = h.rank
+LEFT JOIN aw_launch_median m ON m.rank = h.rank
+WHERE h.run = $run AND h.end_ns > h.start_ns AND h.rank IN (SELECT DISTINCT rank FROM af_gaps)
+  AND (host_is_warmup(h.kind, h.name)
+       OR (h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL AND h.end_ns - h.start_ns >= $slow_launch_ns
+           AND h.end_ns - h.start_ns >= $slow_launch_factor * m.ns)
+       OR (host_is_memory(h.kind, h.name) AND h.end_ns - h.start_ns >= $slow_alloc_ns));
+
+CREATE OR REPLACE TEMP TABLE aw_act AS
+SELECT rank, start_ns, end_ns FROM aw_calls
 UNION ALL
 SELECT r.rank, r.start_ns, r.end_ns FROM regions r JOIN scope_window w ON w.rank = r.rank
 WHERE r.run = $run AND r.end_ns > r.start_ns AND r.source IN ('nvtx', 'annotation')

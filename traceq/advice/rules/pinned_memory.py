@@ -3,7 +3,8 @@
 Fires when: memcpy ops whose source or destination is pageable host memory (Kineto
 `Memcpy HtoD (Pageable -> Device)`, nsys copy kinds: gpu_ops src_kind/dst_kind 'Pageable').
 Ruled out by: only pinned/device copies, or copies with unknown memory kinds (never
-guessed); below the floor.
+guessed); copies under MIN_COPY_BYTES on average (a scalar read by .item()/.cpu(): latency,
+not bandwidth, which pinning does not change; remove_syncs cites the wait); below the floor.
 Estimated gain: the pageable copies' GPU time per step (an upper bound: pinned copies run
 at full bandwidth and asynchronously, so they can overlap compute).
 """
@@ -14,9 +15,13 @@ from ...lazy import polars as pl
 from ..base import Evidence, Finding, kernel_finding
 
 
+MIN_COPY_BYTES = 64 * 1024
+
+
 def pinned_memory(scope, ev: Evidence) -> Finding | None:
     pageable = ev.ops.filter((pl.col("kind") == "memcpy")
-                             & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable")))
+                             & ((pl.col("src_kind") == "Pageable") | (pl.col("dst_kind") == "Pageable"))
+                             & (pl.col("bytes") >= MIN_COPY_BYTES * pl.col("n")))
     if pageable["n"].sum() == 0:
         return None
     nbytes = pageable["bytes"].sum()

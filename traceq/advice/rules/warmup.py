@@ -5,7 +5,9 @@ host_is_warmup, traceq/rules/host_api.py: context creation, module/library loadi
 run-time compilation, framework JIT/compile ops; queries/advice_warm.sql), or while it
 allocates device memory without ever giving memory back and allocating again (first-touch
 allocations: the caching allocator growing, not churn).
-Ruled out by: none of that idle time; below the floor.
+Ruled out by: none of that idle time; below the floor. A capture not dominated by start-up
+(under DOMINANT_PCT of the GPU span, and not the verdict's bound) lists it as "also seen": its start-up time is carved
+out of the other causes all the same.
 Estimated gain: none for the program: the time is real but paid once. It is what the
 capture shows instead of steady state; the est. gain is that idle time, so the finding
 ranks where it hides the other costs.
@@ -15,8 +17,11 @@ start-up looks like both.
 from __future__ import annotations
 
 from ..base import Evidence, Finding, ms
+from ..bound import bound_for
 from .stall_facts import calls_text, host_calls
 from ...rules.host_api import MEMORY_CALLS
+
+DOMINANT_PCT = 25.0   # of the GPU span: start-up dominates the capture
 
 
 def warmup_ns(stalls) -> tuple[int, int]:
@@ -55,4 +60,5 @@ def warmup(scope, ev: Evidence, stalls) -> Finding | None:
                 "--capture-range=cudaProfilerApi with cudaProfilerStart/Stop around them, or --delay), after module "
                 "loading and JIT compilation; lazy loading (CUDA_MODULE_LOADING=LAZY) shortens start-up itself"))
     fd.base_ns = span or None
+    fd.also = (not span or 100.0 * ns / span < DOMINANT_PCT) and bound_for(f) != "warmup"
     return fd
