@@ -244,7 +244,7 @@ def _also_words(also: list[dict] | None) -> str:
     """The findings below the floor, in one line: seen, too small to fix first."""
     if not also:
         return ""
-    return (f"also seen (under the {floor_words()} floor): "
+    return ("also seen, not advised first (under the 1 % floor, or start-up that does not dominate): "
             + ", ".join(f"{f['id']} ({f['gpu_ms']:,.2f} ms)" for f in also))
 
 

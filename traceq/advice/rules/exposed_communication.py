@@ -11,7 +11,8 @@ Estimated gain: that time per step (an upper bound: overlapping communication wi
 hides it; a straggler's lateness is removed only by fixing the straggler).
 Advice follows the collectives the trace shows: all-gather with reduce-scatter (sharded
 data parallel: FSDP/ZeRO), all-reduce in a training step (DDP gradient buckets), many small
-collectives (bucket/coalesce them), otherwise overlap on a separate stream.
+collectives (MANY_PER_STEP per step, under 1 ms each: bucket/coalesce them), otherwise
+overlap on a separate stream.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ...lazy import polars as pl
 from ..base import Evidence, Finding, ms, short_name
 from .stall_facts import cause_row
 
-SMALL_COLLECTIVE_NS = 100_000      # a collective under 100 µs is latency-bound
+SMALL_COLLECTIVE_NS = 1_000_000    # collectives under 1 ms each, many per step: latency, not bandwidth
 MANY_PER_STEP = 50
 
 
@@ -89,8 +90,8 @@ def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
             "gradient all-reduce: start each bucket's all-reduce as soon as its gradients are ready, on a separate "
             "stream, so it overlaps the rest of the backward pass; fewer, larger buckets"))
     if n and per_step >= MANY_PER_STEP and mean < SMALL_COLLECTIVE_NS:
-        advice.append(f"{per_step:,.0f} collectives per step averaging {mean / 1e3:.0f} µs are latency-bound: "
-                      "coalesce small tensors into fewer, larger collectives (buckets, ncclGroupStart/End)")
+        advice.append(f"{per_step:,.0f} collectives per step averaging {mean / 1e3:.0f} µs each pay their latency "
+                      "one by one: coalesce small tensors into fewer, larger collectives (buckets, ncclGroupStart/End)")
     if not advice:
         advice.append(ev.said(
             "overlap communication with compute: issue collectives asynchronously (async_op=True, wait just before "

@@ -58,9 +58,13 @@ def mixed_precision(scope, ev: Evidence) -> Finding | None:
         return None
     tf32 = (" or, for FP32 accuracy, TF32 tensor cores: torch.set_float32_matmul_precision('high') and "
             "torch.backends.cudnn.allow_tf32=True") if ampere else ""
-    amp = ("torch.autocast('cuda', dtype=torch.bfloat16) for forward and loss (float16 with torch.amp.GradScaler on "
-           "GPUs without bf16, e.g. Volta/Turing)" if ev.training else
-           "run inference in bf16/fp16: model.to(torch.bfloat16) or torch.autocast('cuda', dtype=torch.bfloat16)")
+    if ampere:
+        amp = ("torch.autocast('cuda', dtype=torch.bfloat16) for forward and loss" if ev.training else
+               "run inference in bf16: model.to(torch.bfloat16) or torch.autocast('cuda', dtype=torch.bfloat16)")
+    else:   # Volta/Turing/CDNA1-2 class: fp16 tensor cores (no bf16 ones before Ampere on NVIDIA)
+        amp = ("torch.autocast('cuda', dtype=torch.float16) for forward and loss with torch.amp.GradScaler (this GPU "
+               "predates bf16 tensor cores on NVIDIA)" if ev.training else
+               "run inference in fp16: model.half() or torch.autocast('cuda', dtype=torch.float16)")
     fd = kernel_finding(
         "mixed_precision", "gemm", fp32, ev,
         f"{fp32['n'].sum():,} FP32 GEMM/convolution kernels without tensor cores ({100 * ns / mm_ns:.0f} % of the "
