@@ -314,3 +314,20 @@ def test_a_slow_first_launch_is_warmup(tmp_path):
     f = _ids(row)["warmup"]
     assert "cudaLaunchKernel (slow first launch: module loading) ×1 (6.00 ms host)" in f["evidence"]
     assert "launch_overhead" not in _ids(row)
+
+
+@pytest.mark.shared
+def test_exposed_communication_equals_overlaps(tmp_path):
+    """The verdict's exposed communication (queries/advice_busy.sql, one sweep per device)
+    equals overlap's exposed_ns (queries/overlap.sql, HTA's comm/compute overlap, unions and
+    intersections) on HTA's trace_diff control rank: 88.30 ms, a second method."""
+    from conftest import shared_trace
+    from scoped import overlap
+
+    from traceq.advice.run_facts import run_facts
+    from traceq.engine.stall_attribution import stalls_scoped
+
+    ingest([shared_trace("kineto/hta/trace_diff/control/control.json.gz")], store=tmp_path / "s", run="c", jobs=1)
+    scope = open_scope(tmp_path / "s", "c")
+    f = run_facts(scope, stalls_scoped(scope))
+    assert f.exposed_comm_ns == overlap(tmp_path / "s", "c")["exposed_ns"][0] == 88_304_000

@@ -132,16 +132,19 @@ def run_facts(scope, stalls) -> RunFacts:
     if busy.height:
         for k in ("span_ns", "busy_ns", "comm_ns", "exposed_comm_ns", "comm_ops", "copy_ns", "exposed_copy_ns"):
             setattr(f, k, int(busy[k].sum() or 0))
-    mem = scope.df(
-        "WITH m AS (SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives, "
-        "h.end_ns - h.start_ns BETWEEN $free_min AND $slow_alloc AS real FROM host_ops h "
-        "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND host_is_memory(h.kind, h.name) "
-        "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))), "
-        "first_free AS (SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank) "
-        "SELECT count(*) FILTER (gives AND real) AS frees, count(*) FILTER (NOT gives) AS allocs, "
-        "count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs "
-        "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS, "slow_alloc": SLOW_ALLOC_NS})
-    f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
+    gaps = _gaps(stalls)
+    # the allocator calls matter only where the GPU idled in them (churn or first touch)
+    if gaps.height and int(stalls.gaps["memory_ns"].sum()):
+        mem = scope.df(
+            "WITH m AS (SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives, "
+            "h.end_ns - h.start_ns BETWEEN $free_min AND $slow_alloc AS real FROM host_ops h "
+            "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND host_is_memory(h.kind, h.name) "
+            "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))), "
+            "first_free AS (SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank) "
+            "SELECT count(*) FILTER (gives AND real) AS frees, count(*) FILTER (NOT gives) AS allocs, "
+            "count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs "
+            "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS, "slow_alloc": SLOW_ALLOC_NS})
+        f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
     if f.comm_ops:
         # per kernel name: launches, time, message bytes (gpu_ops.bytes of a collective: its
         # message size, when the trace gives it) and busbw_ns: Σ dur of the launches with a size,
@@ -154,7 +157,6 @@ def run_facts(scope, stalls) -> RunFacts:
             "JOIN scope_window w ON w.rank = g.rank WHERE g.run = $run AND g.category = 'communication' "
             "AND g.kind = 'kernel' AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns)) "
             "GROUP BY g.name ORDER BY ns DESC, g.name")
-    gaps = _gaps(stalls)
     if gaps.height:
         register_pl(con, "af_gaps", gaps)
         try:
@@ -164,12 +166,14 @@ def run_facts(scope, stalls) -> RunFacts:
         finally:
             con.unregister("af_gaps")
         f.gaps = carve_warm(stalls.gaps, f.warm)
-        # the unexplained idle time left once start-up time is carved out
-        register_pl(con, "af_gaps", f.gaps)
-        try:
-            f.ranges = run_script(con, "advice_ranges", params)
-        finally:
-            con.unregister("af_gaps")
+        # the unexplained idle time left once start-up time is carved out, in gaps the host
+        # was late for: named by user ranges (when there is any)
+        if f.late_ns("unattributed_ns"):
+            register_pl(con, "af_gaps", f.gaps)
+            try:
+                f.ranges = run_script(con, "advice_ranges", params)
+            finally:
+                con.unregister("af_gaps")
         if f.warm.height:
             # the start-up calls advice_warm.sql found (aw_calls), per name
             f.warm_calls = scope.df("SELECT name, count(*) AS n, sum(end_ns - start_ns)::BIGINT AS ns FROM aw_calls "

@@ -33,18 +33,25 @@ GROUP BY h.rank;
 
 -- the start-up calls, named as the evidence cites them (a slow launch or allocator call by
 -- what it is taken for)
+CREATE OR REPLACE TEMP TABLE aw_names AS
+-- the classes are decided once per distinct (kind, name), not once per host op
+SELECT kind, name, host_is_warmup(kind, name) AS warm, host_is_memory(kind, name) AS mem
+FROM (SELECT DISTINCT kind, name FROM host_ops WHERE run = $run AND rank IN (SELECT DISTINCT rank FROM af_gaps))
+WHERE host_is_warmup(kind, name) OR host_is_memory(kind, name);
+
 CREATE OR REPLACE TEMP TABLE aw_calls AS
 SELECT h.rank, h.start_ns, h.end_ns,
-       CASE WHEN host_is_warmup(h.kind, h.name) THEN h.name
-            WHEN host_is_memory(h.kind, h.name) THEN h.name || ' (slow: initialisation)'
+       CASE WHEN n.warm THEN h.name
+            WHEN n.mem THEN h.name || ' (slow: initialisation)'
             ELSE h.name || ' (slow first launch: module loading)' END AS name
 FROM host_ops h JOIN scope_window w ON w.rank = h.rank
+LEFT JOIN aw_names n ON n.kind = h.kind AND n.name = h.name
 LEFT JOIN aw_launch_median m ON m.rank = h.rank
 WHERE h.run = $run AND h.end_ns > h.start_ns AND h.rank IN (SELECT DISTINCT rank FROM af_gaps)
-  AND (host_is_warmup(h.kind, h.name)
+  AND (coalesce(n.warm, false)
        OR (h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL AND h.end_ns - h.start_ns >= $slow_launch_ns
            AND h.end_ns - h.start_ns >= $slow_launch_factor * m.ns)
-       OR (host_is_memory(h.kind, h.name) AND h.end_ns - h.start_ns >= $slow_alloc_ns));
+       OR (coalesce(n.mem, false) AND h.end_ns - h.start_ns >= $slow_alloc_ns));
 
 CREATE OR REPLACE TEMP TABLE aw_act AS
 SELECT rank, start_ns, end_ns FROM aw_calls
