@@ -135,15 +135,8 @@ def run_facts(scope, stalls) -> RunFacts:
     gaps = _gaps(stalls)
     # the allocator calls matter only where the GPU idled in them (churn or first touch)
     if gaps.height and int(stalls.gaps["memory_ns"].sum()):
-        mem = scope.df(
-            "WITH m AS (SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives, "
-            "h.end_ns - h.start_ns BETWEEN $free_min AND $slow_alloc AS real FROM host_ops h "
-            "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND host_is_memory(h.kind, h.name) "
-            "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))), "
-            "first_free AS (SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank) "
-            "SELECT count(*) FILTER (gives AND real) AS frees, count(*) FILTER (NOT gives) AS allocs, "
-            "count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs "
-            "FROM m LEFT JOIN first_free ff USING (rank)", {"free": FREE, "free_min": FREE_MIN_NS, "slow_alloc": SLOW_ALLOC_NS})
+        mem = run_script(con, "advice_memory", {**params, "free": FREE, "free_min": FREE_MIN_NS,
+                                                "slow_alloc": SLOW_ALLOC_NS})
         f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
     if f.comm_ops:
         # per kernel name: launches, time, message bytes (gpu_ops.bytes of a collective: its

@@ -12,31 +12,20 @@ Estimated gain: that idle time per step.
 """
 from __future__ import annotations
 
-from ...lazy import polars as pl
-
 from ..base import Evidence, Finding
 from ...rules.host_api import MEMORY_CALLS
 from .stall_facts import calls_text, cause_row, host_calls, idle_text
-
-
-MIN_FREES = 2   # memory given back at least twice: a pattern, not a one-off
 
 
 def allocator_churn(scope, ev: Evidence, stalls) -> Finding | None:
     row = cause_row(stalls, "memory_management")
     if row is None or not row["idle_ns"]:
         return None
-    facts = getattr(stalls, "facts", None)
+    facts = stalls.facts      # traceq.advice.findings always provides them
+    if not facts.churn:
+        return None
     calls = host_calls(scope, MEMORY_CALLS, stalls)
-    if facts is not None:
-        if not facts.churn:
-            return None
-        churn = f"; {facts.frees:,} frees, {facts.reallocs:,} allocations after the first free"
-    else:
-        frees = calls.filter(pl.col("name").str.contains("Free|Release|Unmap"))["n"].sum()
-        if frees < MIN_FREES:
-            return None
-        churn = ""
+    churn = f"; {facts.frees:,} frees, {facts.reallocs:,} allocations after the first free"
     return Finding(
         "allocator_churn", "memory_management",
         f"{idle_text(row, ev, 'allocating/freeing memory')}; calls: {calls_text(calls)}{churn}",

@@ -21,8 +21,8 @@ from .stall_facts import idle_text, late_row, queued_text
 
 def _unrecorded_ns(stalls) -> int:
     """Late idle time with no host activity recorded, outside the user ranges idle_in_range names."""
-    f = getattr(stalls, "facts", None)
-    if f is None or f.gaps is None:
+    f = stalls.facts
+    if f.gaps is None:
         return 0
     ranged = int(f.ranges["idle_ns"].sum()) if f.ranges.height else 0
     return max(0, f.late_ns("unattributed_ns") - ranged)
@@ -39,7 +39,7 @@ def host_compute(scope, ev: Evidence, stalls) -> Finding | None:
     if host_ns:
         parts.append(idle_text(row, ev, "computing on the CPU (framework/Python ops)") + queued_text(row))
     if quiet:
-        span = getattr(stalls, "facts").span_ns
+        span = stalls.facts.span_ns
         parts.append(f"GPU idle {quiet / 1e6:,.2f} ms ({100 * quiet / span:.1f} % of the GPU span{ev.per_step(quiet)}) "
                      "with no host activity recorded while the next GPU op was not yet launched (the host ran code "
                      "the trace does not record)")
@@ -53,6 +53,6 @@ def host_compute(scope, ev: Evidence, stalls) -> Finding | None:
                 "thread",
                 "the CPU cannot keep the GPU fed: move host-side work (preprocessing, logging, checks) off the "
                 "launching thread, launch more work per call, or replay the launch sequence as a CUDA graph"))
-    if quiet and getattr(stalls, "facts").span_ns:
+    if quiet and stalls.facts.span_ns:
         fd.base_ns = stalls.facts.span_ns
     return fd

@@ -14,28 +14,16 @@ def cause_row(stalls, cause: str) -> dict | None:
 def late_row(stalls, cause: str, column: str) -> dict | None:
     """The cause's row (stalls.sql) restricted to the gaps the host was late for: without the
     time (`column` of stalls_gaps.sql) in gaps whose next GPU op was already launched when the
-    gap began (there the GPU waited on something else; a faster host wins nothing). Adds
-    `queued_ns`, the time taken out."""
+    gap began (there the GPU waited on something else; a faster host wins nothing), and
+    without start-up time (the gaps of `stalls.facts`, traceq.advice.run_facts.carve_warm,
+    which traceq.advice.findings always provides). Adds `queued_ns`, the time taken out."""
     row = cause_row(stalls, cause)
     if row is None or not row["idle_ns"]:
         return row
-    f = getattr(stalls, "facts", None)
-    if f is not None and f.gaps is not None:
-        # the gaps with their start-up time carved out (traceq.advice.run_facts.carve_warm)
-        late, q = f.late_ns(column), f.queued_ns(column)
-        return {**row, "idle_ns": late, "idle_pct": (row["idle_pct"] or 0.0) * late / row["idle_ns"],
-                "gaps": f.late_gaps(column), "queued_ns": q}
-    q = stalls.queued_ns(column)
-    late = row["idle_ns"] - q
+    f = stalls.facts
+    late = f.late_ns(column)
     return {**row, "idle_ns": late, "idle_pct": (row["idle_pct"] or 0.0) * late / row["idle_ns"],
-            "gaps": row["gaps"] - _queued_gaps_with(stalls, column), "queued_ns": q}
-
-
-def _queued_gaps_with(stalls, column: str) -> int:
-    g = stalls.gaps
-    if g.height == 0 or "queued" not in g.columns:
-        return 0
-    return g.filter(pl.col("queued").fill_null(False) & (pl.col(column) > 0)).height
+            "gaps": f.late_gaps(column), "queued_ns": f.queued_ns(column)}
 
 
 def queued_text(row: dict) -> str:
