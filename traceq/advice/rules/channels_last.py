@@ -51,8 +51,9 @@ def channels_last(scope, ev: Evidence) -> Finding | None:
     return kernel_finding(
         "channels_last", "transpose", conversions, ev,
         f"{conversions['n'].sum():,} NCHW<->NHWC conversion kernels",
-        ev.said("train in channels_last: model.to(memory_format=torch.channels_last) and inputs "
-                f"x.to(memory_format=torch.channels_last), with AMP, so {lib} runs NHWC convolutions without conversions",
+        ev.said(f"{'train' if ev.training else 'run'} in channels_last: model.to(memory_format=torch.channels_last) "
+                f"and inputs x.to(memory_format=torch.channels_last), in FP16/BF16, so {lib} runs NHWC convolutions "
+                "without conversions",
                 "keep activations NHWC end to end (TensorFlow/Keras: data_format='channels_last'; JAX/Flax: NHWC, "
                 f"the default; {lib}: {layout}), in FP16/BF16, so {lib} runs NHWC convolutions "
                 "without conversions"),

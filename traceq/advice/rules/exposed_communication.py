@@ -10,13 +10,12 @@ mean message size and NCCL-tests bus bandwidth (where the trace gives message si
 Estimated gain: that time per step (an upper bound: overlapping communication with compute
 hides it; a straggler's lateness is removed only by fixing the straggler).
 Advice follows the collectives the trace shows: all-gather with reduce-scatter (sharded
-data parallel: FSDP/ZeRO), all-reduce in a training step (DDP gradient buckets), many small
+data parallel: FSDP/ZeRO, training only), all-reduce in a training step (DDP gradient
+buckets), collectives of an inference trace (tensor/sequence parallel), many small
 collectives (MANY_PER_STEP per step, under 1 ms each: bucket/coalesce them), otherwise
 overlap on a separate stream.
 """
 from __future__ import annotations
-
-from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, ms, short_name
 from .stall_facts import cause_row
@@ -75,14 +74,15 @@ def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
     per_step = n / max(ev.steps, 1)
     mean = (int(kernels["ns"].sum()) / n) if n else 0
     advice = []
-    if "allgather" in names.replace("_", "") and "reducescatter" in names.replace("_", ""):
+    joined = names.replace("_", "")
+    if "allgather" in joined and "reducescatter" in joined and ev.training:
         advice.append(ev.said(
             "sharded data parallel (all-gather + reduce-scatter): prefetch the next all-gather so it overlaps compute "
             "(FSDP forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE; FSDP2 reshard_after_forward / "
             "ZeRO overlap_comm)",
             "sharded parameters (all-gather + reduce-scatter): issue the next all-gather ahead, on its own stream, so it "
             "overlaps the current layer's compute"))
-    elif "allreduce" in names.replace("_", "") and ev.training:
+    elif "allreduce" in joined and ev.training:
         advice.append(ev.said(
             "gradient all-reduce (DDP): let it overlap backward: tune DistributedDataParallel(bucket_cap_mb=...) so "
             "buckets start early and are few, gradient_as_bucket_view=True, no_sync() during gradient accumulation, "
@@ -92,6 +92,11 @@ def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
     if n and per_step >= MANY_PER_STEP and mean < SMALL_COLLECTIVE_NS:
         advice.append(f"{per_step:,.0f} collectives per step averaging {mean / 1e3:.0f} µs each pay their latency "
                       "one by one: coalesce small tensors into fewer, larger collectives (buckets, ncclGroupStart/End)")
+    if not advice and not ev.training:
+        # serving: tensor/sequence-parallel collectives inside the forward pass
+        advice.append("inference collectives (tensor/sequence parallel) sit on the critical path of every forward: "
+                      "overlap them with the next GEMM (async tensor parallelism) or fuse them into it, use a custom "
+                      "one-shot all-reduce for small messages, or fewer ranks per replica where the model fits")
     if not advice:
         advice.append(ev.said(
             "overlap communication with compute: issue collectives asynchronously (async_op=True, wait just before "

@@ -31,17 +31,19 @@ ARCH_KERNEL = r"(?i)^(void )?(volta|turing|ampere|hopper|ada|blackwell)_|(^|_)sm
 AMPERE_PLUS_DEVICE = re.compile(r"(?i)A100|A30\b|A40\b|A10G?\b|A16\b|\bA2\b|A[2456]000|A4500|H100|H200|H800|A800|GH200|B100|"
                                 r"B200|GB200|\bL4\b|L40|RTX [345]0\d0|RTX A\d")
 AMPERE_PLUS_KERNEL = r"(?i)^(void )?(ampere|hopper|ada|blackwell)_|(^|_)sm(8\d|9\d|1\d\d)_|cutlass_(8\d|9\d)"
+# AMD GPUs whose matrix cores take bf16 (CDNA2 MI200, CDNA3 MI300): bf16 advice, no TF32 words
+BF16_AMD_DEVICE = re.compile(r"(?i)MI[23]\d\d|gfx90a|gfx94\d|gfx95\d")
 MIN_PCT = 10.0     # of GPU time
 
 
-def _tensor_cores(ev: Evidence, kernels: pl.DataFrame) -> tuple[bool, bool]:
-    """(the GPU has tensor cores, it is Ampere or later: TF32 is available)."""
+def _tensor_cores(ev: Evidence, kernels: pl.DataFrame) -> tuple[bool, bool, bool]:
+    """(the GPU has tensor/matrix cores, they take bf16, it is an NVIDIA Ampere or later: TF32)."""
     names = kernels["name"]
     if ev.devices and NO_TC_DEVICE.search(ev.devices) and not TC_DEVICE.search(ev.devices):
-        return False, False
+        return False, False, False
     tc = bool(TC_DEVICE.search(ev.devices or "")) or bool(names.str.contains(ARCH_KERNEL).any())
     ampere = bool(AMPERE_PLUS_DEVICE.search(ev.devices or "")) or bool(names.str.contains(AMPERE_PLUS_KERNEL).any())
-    return tc, ampere
+    return tc, ampere or bool(BF16_AMD_DEVICE.search(ev.devices or "")), ampere
 
 
 def mixed_precision(scope, ev: Evidence) -> Finding | None:
@@ -53,17 +55,17 @@ def mixed_precision(scope, ev: Evidence) -> Finding | None:
     ns, mm_ns = fp32["dur_ns"].sum(), mm["dur_ns"].sum()
     if not ns or ev.pct(ns) < MIN_PCT or 2 * ns < mm_ns:
         return None
-    tc, ampere = _tensor_cores(ev, kernels)
+    tc, bf16, ampere = _tensor_cores(ev, kernels)
     if not tc:
         return None
     tf32 = (" or, for FP32 accuracy, TF32 tensor cores: torch.set_float32_matmul_precision('high') and "
             "torch.backends.cudnn.allow_tf32=True") if ampere else ""
-    if ampere:
+    if bf16:
         amp = ("torch.autocast('cuda', dtype=torch.bfloat16) for forward and loss" if ev.training else
                "run inference in bf16: model.to(torch.bfloat16) or torch.autocast('cuda', dtype=torch.bfloat16)")
-    else:   # Volta/Turing/CDNA1-2 class: fp16 tensor cores (no bf16 ones before Ampere on NVIDIA)
-        amp = ("torch.autocast('cuda', dtype=torch.float16) for forward and loss with torch.amp.GradScaler (this GPU "
-               "predates bf16 tensor cores on NVIDIA)" if ev.training else
+    else:   # Volta/Turing (or a GPU known only by its kernels' names): fp16 tensor cores
+        amp = ("torch.autocast('cuda', dtype=torch.float16) for forward and loss with torch.amp.GradScaler (float16: "
+               "this GPU is not known to have bf16 tensor cores)" if ev.training else
                "run inference in fp16: model.half() or torch.autocast('cuda', dtype=torch.float16)")
     fd = kernel_finding(
         "mixed_precision", "gemm", fp32, ev,
