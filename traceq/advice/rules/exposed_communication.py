@@ -11,7 +11,7 @@ Estimated gain: that time per step (an upper bound: overlapping communication wi
 hides it; a straggler's lateness is removed only by fixing the straggler).
 Advice follows the collectives the trace shows: all-gather with reduce-scatter (sharded
 data parallel: FSDP/ZeRO, training only), all-reduce in a training step (DDP gradient
-buckets), collectives of an inference trace (tensor/sequence parallel), many small
+buckets), collectives of a PyTorch inference trace (tensor/sequence parallel), many small
 collectives (MANY_PER_STEP per step, under 1 ms each: bucket/coalesce them), otherwise
 overlap on a separate stream.
 """
@@ -92,8 +92,9 @@ def exposed_communication(scope, ev: Evidence, stalls) -> Finding | None:
     if n and per_step >= MANY_PER_STEP and mean < SMALL_COLLECTIVE_NS:
         advice.append(f"{per_step:,.0f} collectives per step averaging {mean / 1e3:.0f} µs each pay their latency "
                       "one by one: coalesce small tensors into fewer, larger collectives (buckets, ncclGroupStart/End)")
-    if not advice and not ev.training:
-        # serving: tensor/sequence-parallel collectives inside the forward pass
+    if not advice and not ev.training and ev.pytorch:
+        # a PyTorch model without backward or optimizer serves: tensor/sequence-parallel
+        # collectives inside the forward pass (an MPI application without PyTorch is no model)
         advice.append("inference collectives (tensor/sequence parallel) sit on the critical path of every forward: "
                       "overlap them with the next GEMM (async tensor parallelism) or fuse them into it, use a custom "
                       "one-shot all-reduce for small messages, or fewer ranks per replica where the model fits")
