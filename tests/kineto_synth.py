@@ -13,9 +13,10 @@ HOST_PID, HOST_TID, GPU_PID, STREAM = 100, 100, 0, 7
 
 
 class Trace:
-    def __init__(self) -> None:
+    def __init__(self, device: str = "synthetic GPU") -> None:
         self.events: list[dict] = []
         self._corr = 1000
+        self.device = device
 
     def _x(self, cat, name, ts, dur, pid=HOST_PID, tid=HOST_TID, **args):
         ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
@@ -24,8 +25,9 @@ class Trace:
         self.events.append(ev)
         return ev
 
-    def cpu_op(self, name, ts, dur, tid=HOST_TID):
-        return self._x("cpu_op", name, ts, dur, tid=tid)
+    def cpu_op(self, name, ts, dur, tid=HOST_TID, **args):
+        """A CPU op; `args` as PyTorch writes them (e.g. **{"Input Dims": [[2, 3]]})."""
+        return self._x("cpu_op", name, ts, dur, tid=tid, **args)
 
     def annotation(self, name, ts, dur, tid=HOST_TID):
         return self._x("user_annotation", name, ts, dur, tid=tid)
@@ -50,7 +52,7 @@ class Trace:
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "synthetic GPU"}],
+        doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": self.device}],
                "traceEvents": self.events}
         with gzip.open(path, "wt") as f:
             json.dump(doc, f)

@@ -29,6 +29,8 @@ time); the gaps >= --min-gap-us the causes are measured on are a part of it.
 """
 from __future__ import annotations
 
+import json
+
 from ..advice import evidence_for, findings
 from ..advice.base import floor_words
 from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, bound_of, shares
@@ -55,7 +57,7 @@ def schema() -> dict:
                          "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
     return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
             "evidence": pl.String, "gpu_idle_pct": pl.Float64, "findings": pl.List(finding),
-            "also_seen": pl.List(finding), "stepped": pl.Boolean}
+            "also_seen": pl.List(finding), "efficiency": pl.String, "stepped": pl.Boolean}
 
 
 def _launch_words(st) -> str:
@@ -155,10 +157,40 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         bound, share, ev = verdict(st, st.facts, truncation(one))
         facts = evidence_for(one)
         fs = findings(one, st, facts)
+        eff = efficiency(one) if bound == "gpu" else None
+        if eff is not None:
+            ev += "; " + efficiency_words(eff)
         verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped}
+                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped,
+                       "efficiency": None if eff is None else json.dumps(eff)}
         findings_cache.save(one, key, fs, verdict_row)
     return {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
+
+
+def efficiency(one: Scope) -> dict | None:
+    """A GPU-bound rank's efficiency view (traceq roofline): MFU, the share of GPU time the
+    performance model covers and the ops losing the most time against their roofline; None
+    when the model covers nothing (no shapes recorded, no modelled op)."""
+    from .roofline import roofline_scoped
+
+    _, _, eff = roofline_scoped(one)
+    if not eff.flop:
+        return None
+    return eff.to_dict()
+
+
+def efficiency_words(eff: dict) -> str:
+    """The efficiency view in the evidence: what the GPU's busy time achieved."""
+    parts = [f"efficiency on {eff['device'] or 'an unrecorded device'}: "
+             + (f"MFU {eff['mfu_pct']:.1f} % of {eff['mfu_peak_tflops']:,.0f} TFLOP/s {eff['mfu_dtype']}"
+                if eff["mfu_pct"] is not None else "MFU unknown (device peaks unknown: traceq roofline --peak-tflops)")
+             + f", the performance model covers {eff['modelled_pct'] or 0:.0f} % of GPU op time"]
+    worst = [w for w in eff["worst"] if w["roofline_pct"] is not None]
+    if worst:
+        parts.append("furthest below their roofline by time lost: " + ", ".join(
+            f"{w['op']} {json.dumps(w['input_dims'], separators=(',', ':'))} at {w['roofline_pct']:.0f} % "
+            f"({w['bound']}-bound, {w['kernel_ns'] / 1e6:,.2f} ms)" for w in worst) + " (traceq roofline)")
+    return "; ".join(parts)
 
 
 def _gpu_idle_pct(one: Scope) -> float | None:
@@ -205,13 +237,17 @@ def compute(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> Out:
 
 
 def to_json(res: Result) -> dict:
-    return {"runs": res.df.drop("stepped").select(
-        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen").to_dicts()}
+    rows = res.df.drop("stepped").select(
+        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen",
+        "efficiency").to_dicts()
+    for r in rows:
+        r["efficiency"] = None if r["efficiency"] is None else json.loads(r["efficiency"])
+    return {"runs": rows}
 
 
 def csv_tables(res: Result) -> list:
     """One row per finding, the rank's verdict repeated."""
-    flat = (res.df.drop("stepped", "also_seen").rename({"evidence": "bound_evidence"}).explode("findings")
+    flat = (res.df.drop("stepped", "also_seen", "efficiency").rename({"evidence": "bound_evidence"}).explode("findings")
             .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
     return [(None, flat)]
 
@@ -266,6 +302,9 @@ def report_section(ctx) -> list:
         if getattr(st, "facts", None) is None:
             st.facts = run_facts(ctx.scope, st)
         bound, share, evidence = verdict(st, st.facts, truncation(ctx.scope))
+        rl = ctx.results.get("roofline")
+        if bound == "gpu" and rl is not None and rl[1].flop:
+            evidence += "; " + efficiency_words(rl[1].to_dict())
         sec.headline = f"{bound_words(bound, share)} — {evidence}"
         ev = evidence_for(ctx.scope)
         fs = findings(ctx.scope, st, ev)
@@ -287,7 +326,8 @@ ANALYSIS = Analysis(
          "is diagnosed one rank per task on the executor.\n\n"
          "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", \"gpu_idle_pct\", "
          "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}], "
-         "\"also_seen\": [...]}]}; CSV: one row per finding, the rank's verdict repeated.",
+         "\"also_seen\": [...], \"efficiency\": {MFU and the ops furthest below their roofline, on a gpu-bound "
+         "rank; else null}}]}; CSV: one row per finding, the rank's verdict repeated.",
     examples=("traceq diagnose --format json",),
     compute=compute,
     params=(Param("min_gap_us", float, DEFAULT_MIN_GAP_US, "Smallest GPU idle gap to count, µs.", "US"),

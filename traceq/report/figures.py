@@ -275,3 +275,44 @@ def metric_bars(df: pl.DataFrame, metric: str):
         marker_color="#4c78a8"))
     fig.update_layout(yaxis_title=esc(shown), showlegend=False)
     return fig
+
+
+# ---------------------------------------------------------------- roofline
+def roofline_figure(pts: pl.DataFrame, roofs: list[tuple[str, float]], peak_tbps: float | None,
+                    device: str | None, title: str = "Roofline: achieved TFLOP/s per op and shape"):
+    """Log-log roofline: x = arithmetic intensity (flop/byte), y = achieved TFLOP/s, one point
+    per roofline row sized by its GPU time and coloured by op family; a horizontal roof per
+    peak (dtype, unit) of the device and the bandwidth slope y = intensity × peak TB/s."""
+    import math
+
+    import plotly.graph_objects as go
+
+    if pts is None or pts.height == 0:
+        return None
+    fig = _fig(base_layout(title + (f" on {esc(device)}" if device else ""), height=460))
+    xs = pts["intensity"].to_list()
+    lo, hi = max(min(xs) / 4, 1e-3), max(xs) * 4
+    if peak_tbps:
+        for name, peak in roofs[:3]:
+            ridge = peak / peak_tbps
+            x = [lo, min(max(ridge, lo), hi * 10), hi * 10]
+            fig.add_trace(go.Scatter(x=x, y=[min(v * peak_tbps, peak) for v in x], mode="lines",
+                                     line=dict(width=1.5, dash="dot" if name != roofs[0][0] else "solid",
+                                               color="#444"),
+                                     name=f"roof {esc(name)} {peak:,.0f} TFLOP/s, {peak_tbps:g} TB/s",
+                                     hoverinfo="skip"))
+    total = max(pts["kernel_ns"].sum(), 1)
+    for cat in pts["category"].unique(maintain_order=True).to_list():
+        d = pts.filter(pl.col("category") == cat)
+        size = [6 + 40 * math.sqrt(v / total) for v in d["kernel_ns"].to_list()]
+        fig.add_trace(go.Scatter(
+            x=d["intensity"].to_list(), y=d["tflops"].to_list(), mode="markers", name=esc(cat or "other"),
+            marker=dict(size=size, color=category_color(cat), opacity=0.75, line=dict(width=0.5, color="#333")),
+            customdata=list(zip(_short(d["op"].to_list(), 40), _short(d["input_dims"].fill_null("").to_list(), 60),
+                                (d["kernel_ns"] / 1e6).round(3).to_list(),
+                                d["roofline_pct"].round(1).to_list())),
+            hovertemplate="%{customdata[0]} %{customdata[1]}<br>%{y:,.2f} TFLOP/s at %{x:,.1f} flop/B, "
+                          "%{customdata[2]} ms, %{customdata[3]} % of roofline<extra></extra>"))
+    fig.update_layout(xaxis=dict(type="log", title="arithmetic intensity (flop/byte)"),
+                      yaxis=dict(type="log", title="achieved TFLOP/s"))
+    return fig

@@ -1,0 +1,325 @@
+"""Roofline: how close each op runs to the hardware. Per (op, input dims, dtypes): FLOPs and
+minimal bytes per call from the performance model (traceq/perf, docs/perf_model.md), the GPU
+time of the op's calls (every GPU op its subtree launched), achieved TFLOP/s and TB/s (mean over
+calls), the arithmetic intensity, the device's peaks (traceq/rules/gpus.toml) and the share of
+the roofline min(peak compute, intensity × peak bandwidth) reached. Headline: MFU over the GPU
+span, the share of GPU time the model covers, the op losing the most time against its roofline.
+SQL: traceq/queries/roofline.sql, roofline_rest.sql, roofline_span.sql.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..engine.scope import Scope
+from ..engine.truncation import no_gpu_reason
+from ..errors import TraceqError
+from ..lazy import polars as pl
+from ..queries import run_script
+from .spec import Analysis, Block, Column, Out, Param, Result
+
+REPORT_ROWS = 30
+NO_SHAPES = ("the trace records no input shapes: profile with record_shapes=True (torch.profiler), or "
+             "emit_nvtx(record_shapes=True) under nsys, to get FLOPs and bytes per op")
+
+COLUMNS = (
+    Column("op", "the op (aten::mm, ...): the innermost modelled op enclosing the GPU work's launch"),
+    Column("category", "the model's op family: gemm, attention, conv, norm, softmax, elementwise, reduce, embedding"),
+    Column("input_dims", "the op's input dims as the trace gives them (a list of lists; JSON: a list)"),
+    Column("input_types", "the op's input dtypes as the trace gives them (null from nsys)"),
+    Column("calls", "op calls that launched GPU work"),
+    Column("kernel_ns", "GPU time of all GPU ops the calls launched, memsets included, ns"),
+    Column("flop", "floating-point operations per call (the model's formula)"),
+    Column("bytes", "minimal bytes moved per call: each input read once, the output written once", "bytes"),
+    Column("tflops", "achieved TFLOP/s (1e12 flop/s): mean over calls of flop / the call's GPU time"),
+    Column("tbps", "achieved TB/s (1e12 B/s): mean over calls of bytes / the call's GPU time"),
+    Column("intensity", "arithmetic intensity, flop/byte"),
+    Column("peak_tflops", "the device's dense peak for the op's dtype and unit (tensor cores or not), TFLOP/s"),
+    Column("peak_tbps", "the device's peak memory bandwidth, TB/s"),
+    Column("roofline_pct", "achieved TFLOP/s against min(peak_tflops, intensity × peak_tbps)", "%"),
+    Column("bound", "compute when intensity × peak_tbps ≥ peak_tflops, else memory"),
+)
+
+
+@dataclass
+class Efficiency:
+    """The headline's numbers (diagnose's efficiency view and the report read them)."""
+    device: str | None                 # the device name the trace records
+    known: bool                        # traceq knows its peaks (or they were given)
+    peak_tflops: float | None          # the peak MFU is measured against (dtype of most flop)
+    peak_dtype: str | None
+    mfu_pct: float | None
+    modelled_pct: float | None         # share of GPU op time the model covers
+    span_ns: int = 0
+    gpu_ns: int = 0
+    flop: float = 0.0
+    shapes: bool = True
+    worst: list[dict] = field(default_factory=list)    # rows losing the most time, most first
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "peaks_known": self.known, "mfu_pct": self.mfu_pct,
+                "mfu_peak_tflops": self.peak_tflops, "mfu_dtype": self.peak_dtype,
+                "modelled_pct": self.modelled_pct, "shapes": self.shapes, "worst": self.worst}
+
+
+def _devices(scope: Scope) -> list[str]:
+    rows = scope.con.execute(
+        "SELECT DISTINCT json_extract_string(d.value, '$.name') FROM runs r, json_each(r.devices) d "
+        "WHERE r.run = $run AND r.rank IN (SELECT rank FROM scope_window) AND r.devices IS NOT NULL",
+        {"run": scope.run}).fetchall()
+    return sorted(n for (n,) in rows if n)
+
+
+def _register_names(scope: Scope) -> bool:
+    """Temp table roofline_names: the op names of the scope the performance model covers.
+    Returns whether any CPU op or NVTX range of the scope records input shapes."""
+    from ..perf.cost import family_of
+    from ..store import register_pl
+
+    names = scope.con.execute(
+        "SELECT DISTINCT name FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'graph_op') "
+        "AND rank IN (SELECT rank FROM scope_window) "
+        "UNION SELECT DISTINCT trim(split_part(name, ',', 1)) FROM regions WHERE run = $run AND source = 'nvtx' "
+        "AND input_dims IS NOT NULL AND rank IN (SELECT rank FROM scope_window)", {"run": scope.run}).fetchall()
+    kept = sorted({(n, f) for (n,) in names if n and (f := family_of(n))})
+    register_pl(scope.con, "roofline_names_df", pl.DataFrame(kept, schema={"name": pl.String, "family": pl.String},
+                                                             orient="row"))
+    scope.con.execute("CREATE OR REPLACE TEMP TABLE roofline_names AS SELECT * FROM roofline_names_df")
+    scope.con.unregister("roofline_names_df")
+    shapes = scope.con.execute(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'graph_op') "
+        "AND input_dims IS NOT NULL AND rank IN (SELECT rank FROM scope_window) LIMIT 1)) + "
+        "(SELECT count(*) FROM (SELECT 1 FROM regions WHERE run = $run AND source = 'nvtx' AND input_dims IS NOT NULL "
+        "AND rank IN (SELECT rank FROM scope_window) LIMIT 1))", {"run": scope.run}).fetchone()[0]
+    return bool(shapes)
+
+
+def _parse(text):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _spec(scope: Scope):
+    from ..perf.devices import device_spec
+
+    names = _devices(scope)
+    specs = [(n, device_spec(n)) for n in names]
+    known = [(n, s) for n, s in specs if s is not None]
+    if known:
+        return known[0][0], known[0][1], names
+    return (names[0] if names else None), None, names
+
+
+def model_rows(groups: pl.DataFrame, spec, peak_tflops: float | None, peak_tbps: float | None) -> pl.DataFrame:
+    """The roofline table from roofline.sql's groups: the model's cost per row, achieved rates
+    and the device's roofline."""
+    from ..perf.cost import op_cost
+
+    out: dict[str, list] = {k: [] for k in ("category", "flop", "bytes", "dtype", "unit", "peak_tflops", "peak_tbps")}
+    for r in groups.iter_rows(named=True):
+        cost = op_cost(r["op"], _parse(r["input_dims"]), _parse(r["input_types"]), _parse(r["concrete_inputs"]))
+        dtype = cost.dtype if cost else None
+        unit = cost.unit if cost else None
+        if cost and unit == "matrix" and dtype == "fp32" and r["kernel_ns"] and \
+                (r["tensor_core_ns"] or 0) >= 0.5 * r["kernel_ns"]:
+            dtype = "tf32"      # FP32 inputs computed on tensor cores: TF32
+        out["category"].append(cost.family if cost else r["family"])
+        out["flop"].append(cost.flop if cost else None)
+        out["bytes"].append(cost.bytes if cost else None)
+        out["dtype"].append(dtype)
+        out["unit"].append(unit)
+        pt = (peak_tflops or (spec.peak_tflops(dtype, unit) if spec else None)) if cost else None
+        out["peak_tflops"].append(pt)
+        out["peak_tbps"].append((peak_tbps or (spec.hbm_tbps if spec else None)) if cost else None)
+    df = groups.with_columns(**{k: pl.Series(k, v, dtype=pl.Float64 if k.startswith("peak") else
+                                             pl.Int64 if k in ("flop", "bytes") else pl.String)
+                                for k, v in out.items()})
+    roof = pl.min_horizontal(pl.col("peak_tflops"), pl.col("intensity") * pl.col("peak_tbps"))
+    return (df.with_columns(tflops=pl.col("flop") * pl.col("inv_ns_mean") / 1e3,
+                            tbps=pl.col("bytes") * pl.col("inv_ns_mean") / 1e3,
+                            intensity=pl.when(pl.col("bytes") > 0).then(pl.col("flop") / pl.col("bytes")))
+              .with_columns(roofline_pct=pl.when(roof > 0).then(100 * pl.col("tflops") / roof),
+                            bound=pl.when(pl.col("intensity").is_null() | pl.col("peak_tflops").is_null()
+                                          | pl.col("peak_tbps").is_null()).then(None)
+                            .when(pl.col("intensity") * pl.col("peak_tbps") >= pl.col("peak_tflops"))
+                            .then(pl.lit("compute")).otherwise(pl.lit("memory")))
+              .with_columns(lost_ns=(pl.col("kernel_ns") * (1 - pl.col("roofline_pct").clip(0, 100) / 100))))
+
+
+def efficiency_of(df: pl.DataFrame, span: dict, device: str | None, spec, peak_tflops: float | None,
+                  shapes: bool) -> Efficiency:
+    """MFU = Σ modelled flop / (GPU span × peak of the dtype carrying the most flop, on tensor
+    cores when its ops are matrix ops); modelled_pct = modelled GPU time / all GPU op time."""
+    span_ns, gpu_ns = span.get("span_ns") or 0, span.get("gpu_ns") or 0
+    known = df.filter(pl.col("flop").is_not_null())
+    flop = float((known["flop"] * known["calls"]).sum()) if known.height else 0.0
+    eff = Efficiency(device, spec is not None or bool(peak_tflops), None, None, None,
+                     round(100 * known["kernel_ns"].sum() / gpu_ns, 2) if gpu_ns else None,
+                     span_ns, gpu_ns, flop, shapes)
+    if known.height:
+        by = (known.with_columns(f=pl.col("flop") * pl.col("calls")).group_by("dtype", "unit")
+              .agg(pl.col("f").sum(), pl.col("peak_tflops").max()).sort("f", descending=True))
+        top = by.row(0, named=True)
+        eff.peak_dtype, eff.peak_tflops = top["dtype"], top["peak_tflops"]
+        if eff.peak_tflops and span_ns:
+            eff.mfu_pct = round(100 * flop / (span_ns * 1e-9) / (eff.peak_tflops * 1e12), 3)
+        worst = known.filter(pl.col("lost_ns").is_not_null()).sort("lost_ns", descending=True).head(3)
+        eff.worst = [{"op": r["op"], "input_dims": _parse(r["input_dims"]), "kernel_ns": r["kernel_ns"],
+                      "tflops": r["tflops"], "roofline_pct": r["roofline_pct"], "bound": r["bound"],
+                      "lost_ns": round(r["lost_ns"])} for r in worst.iter_rows(named=True)]
+    return eff
+
+
+def roofline_scoped(scope: Scope, peak_tflops: float | None = None, peak_tbps: float | None = None):
+    """(table, unmodelled GPU ops, Efficiency) of a scope."""
+    shapes = _register_names(scope)
+    groups = run_script(scope.con, "roofline", {"run": scope.run})
+    rest = run_script(scope.con, "roofline_rest")
+    span = run_script(scope.con, "roofline_span").row(0, named=True)
+    device, spec, _ = _spec(scope)
+    df = model_rows(groups, spec, peak_tflops, peak_tbps)
+    eff = efficiency_of(df, span, device, spec, peak_tflops, shapes)
+    return df, rest, eff
+
+
+def _fmt_dims(text: str | None) -> str:
+    v = _parse(text)
+    return "–" if v is None else json.dumps(v, separators=(",", ":"))
+
+
+def headline(df: pl.DataFrame, eff: Efficiency, scope: Scope) -> str:
+    where = f"run {scope.run}{'' if scope.rank is None else f' rank {scope.rank}'}"
+    if not eff.gpu_ns:
+        return f"{where}: no GPU kernels, copies or memsets in scope ({no_gpu_reason(scope)})"
+    dev = eff.device or "device not recorded"
+    parts = [f"{where} on {dev}" + ("" if eff.known else " (peaks unknown to traceq: --peak-tflops/--peak-tbps)")]
+    if not eff.shapes:
+        parts.append(NO_SHAPES)
+    if eff.mfu_pct is not None:
+        parts.append(f"MFU {eff.mfu_pct:.1f} % ({eff.flop / 1e12:,.3g} TFLOP in {eff.span_ns / 1e6:,.2f} ms of GPU span "
+                     f"against {eff.peak_tflops:,.1f} TFLOP/s {eff.peak_dtype or ''})".replace(" )", ")"))
+    if eff.modelled_pct is not None:
+        parts.append(f"the model covers {eff.modelled_pct:.1f} % of GPU op time")
+    if eff.worst:
+        w = eff.worst[0]
+        parts.append(f"furthest below its roofline by time: {w['op']} {_fmt_dims(json.dumps(w['input_dims']))} at "
+                     f"{w['roofline_pct']:.0f} % ({w['bound']}-bound, {w['kernel_ns'] / 1e6:,.2f} ms)")
+    return "; ".join(parts)
+
+
+ROW_FIELDS = tuple(c.name for c in COLUMNS)
+
+
+def compute(scope: Scope, top: int = 30, peak_tflops: float | None = None, peak_tbps: float | None = None) -> Out:
+    for name, v in (("--peak-tflops", peak_tflops), ("--peak-tbps", peak_tbps)):
+        if v is not None and not v > 0:
+            raise TraceqError(f"{name} {v}: must be a positive number")
+    df, rest, eff = roofline_scoped(scope, peak_tflops, peak_tbps)
+    table = df.select(*ROW_FIELDS)
+    notes = []
+    replay = rest.filter(pl.col("graph_replay"))
+    if replay.height:
+        notes.append(f"{replay['count'].sum():,} GPU ops ({replay['total_ns'].sum() / 1e6:,.2f} ms) were replayed from "
+                     "CUDA/HIP graphs without their capture trace: no op is known for them (traceq ingest TRACE "
+                     "--graph-capture CAPTURE_TRACE_OR_DIR attributes them)")
+    return Out(table.head(top) if top else table, headline(table, eff, scope),
+               tables={"unmodelled": rest.head(top) if top else rest}, notes=notes, value=eff)
+
+
+def view(res: Result) -> list[Block]:
+    df = res.df.with_columns(pl.col("input_dims").map_elements(_fmt_dims, return_dtype=pl.String),
+                             pl.col("input_types").str.replace_all(r'c10::|"|\[|\]', "")
+                             .str.replace_all(",", " "))
+    blocks = [Block(df, res.headline, notes=res.notes, drop_first=res.analysis.drop_first)]
+    rest = res.tables.get("unmodelled")
+    if rest is not None and rest.height:
+        blocks.append(Block(rest.select("name", "category", "count", "total_ns", "graph_replay"),
+                            title="GPU time the model does not cover, per GPU op name",
+                            drop_first=("graph_replay", "category")))
+    return blocks
+
+
+def _json(res: Result) -> dict:
+    def rows(df):
+        out = []
+        for r in res.rows_df(df).to_dicts():
+            for k in ("input_dims", "input_types"):
+                if k in r:
+                    r[k] = _parse(r[k])
+            out.append(r)
+        return out
+
+    eff: Efficiency = res.value
+    return {"analysis": "roofline", "run": res.run, "rank": res.rank, "steps": res.steps, "labels": res.labels,
+            "headline": res.headline, "efficiency": eff.to_dict() if eff else None, "units": res.units(),
+            "rows": rows(res.df), "unmodelled": res.rows_df(res.tables["unmodelled"]).to_dicts()}
+
+
+# ---------------------------------------------------------------- the report
+def report_section(ctx) -> list:
+    """The MFU headline, the roofline figure (log-log: one point per op and shape, sized by GPU
+    time, the device's roofs) and the table."""
+    from ..report.html import table
+    from ..report.parts import Section, add, add_table
+
+    sec = Section("roofline", ANALYSIS.report,
+                  intro="Per op and input shapes: FLOPs and minimal bytes per call from the performance model "
+                        "(docs/perf_model.md), achieved TFLOP/s and TB/s, and the share of the device's roofline "
+                        "min(peak compute, intensity × peak bandwidth) reached. MFU = modelled FLOPs / (GPU span "
+                        "× peak).")
+    with ctx.guard(sec, "roofline"):
+        df, rest, eff = roofline_scoped(ctx.scope)
+        sec.headline = headline(df, eff, ctx.scope)
+        ctx.results["roofline"] = (df, eff)
+        if df.height:
+            fig = figure(df, eff)
+            add(sec, fig, "roofline")
+            shown = df.select(*ROW_FIELDS).head(REPORT_ROWS).with_columns(
+                pl.col("input_dims").map_elements(_fmt_dims, return_dtype=pl.String))
+            add_table(sec, table(shown, max_rows=REPORT_ROWS), "roofline")
+    return [sec]
+
+
+def figure(df: pl.DataFrame, eff: Efficiency):
+    """Log-log roofline: x intensity (flop/byte), y achieved TFLOP/s, one point per row sized by
+    GPU time, and the roofs of the device (the peak of each dtype shown, the bandwidth slope)."""
+    from ..report.figures import roofline_figure
+
+    pts = df.filter(pl.col("tflops").is_not_null() & pl.col("intensity").is_not_null() & (pl.col("tflops") > 0))
+    if not pts.height:
+        return None
+    roofs = (pts.filter(pl.col("peak_tflops").is_not_null()).group_by("dtype", "unit")
+             .agg(pl.col("peak_tflops").first()).sort("peak_tflops", descending=True))
+    bw = pts["peak_tbps"].drop_nulls()
+    return roofline_figure(pts, [(f"{r['dtype']} {r['unit']}", r["peak_tflops"]) for r in roofs.iter_rows(named=True)],
+                           bw[0] if len(bw) else None, eff.device)
+
+
+ANALYSIS = Analysis(
+    name="roofline",
+    help="Roofline and MFU: per op and input shapes, FLOPs and bytes per call (the performance model), achieved "
+         "TFLOP/s and TB/s, and how close each op runs to the device's roofline.\n\n"
+         "An op's GPU time is every GPU op its calls launched (memsets included); TFLOP/s is the mean over calls. "
+         "The roofline is min(peak TFLOP/s of the op's dtype, intensity × peak TB/s), with dense peaks from "
+         "traceq's device table (--peak-tflops/--peak-tbps override). MFU = modelled FLOPs / (GPU span × peak). "
+         "Needs input shapes (torch.profiler record_shapes=True, or emit_nvtx(record_shapes=True) under nsys).",
+    examples=("traceq roofline --top 10", "traceq roofline -f json -o roofline.json",
+              "traceq roofline --peak-tflops 989 --peak-tbps 3.35"),
+    compute=compute,
+    params=(Param("top", int, 30, "Show the N rows with the most GPU time (0 = all).", "N", flags=("-n",)),
+            Param("peak_tflops", float, None, "Peak TFLOP/s to measure against (default: the device's, per dtype).",
+                  "TFLOPS"),
+            Param("peak_tbps", float, None, "Peak memory bandwidth in TB/s (default: the device's).", "TBPS")),
+    columns=COLUMNS,
+    sort=("kernel_ns descending",),
+    drop_first=("input_types", "peak_tbps", "tbps", "bytes", "flop", "intensity", "peak_tflops", "category"),
+    view=view,
+    json=_json,
+    report="Roofline: how close ops run to the hardware",
+    report_section=report_section,
+    order=37,
+)
