@@ -1,0 +1,1 @@
+"""Per-op performance model: flop and minimal memory traffic of one op call, from its recorded shapes."""

@@ -1,0 +1,111 @@
+"""The per-op performance model's entry points: `op_cost(name, dims, types, concrete, strides)`
+-> OpCost | None and `modelled(name)`; which names are modelled, and how their arguments are
+laid out, is data in traceq/perf/ops.toml.
+
+Nesting (how the roofline analysis uses these names): each GPU kernel goes to the INNERMOST
+modelled CPU op enclosing its launch, and that op's GPU time is every GPU op in its subtree
+not taken by an inner modelled op, memsets and layout transposes included (TraceLens'
+PerfModel + TreePerf do the same). Hence:
+- aten::convolution is modelled, aten::_convolution / cudnn_convolution / miopen_convolution
+  are not: the bias add and the NCHW<->NHWC transposes they launch stay with the convolution;
+- aten::linear -> aten::addmm (or -> matmul -> mm) gives the inner GEMM its kernels; the
+  wrapper is modelled only for a call whose inner ops are not;
+- aten::scaled_dot_product_attention -> _scaled_dot_product_flash_attention ->
+  _flash_attention_forward gives the middle op (TraceLens' SDPA_fwd row): the innermost
+  _flash_attention_* / _efficient_attention_* ops are NOT modelled. The math fallback of SDPA
+  (bmm, softmax, ...) gives those inner ops their own kernels;
+- aten::to / _to_copy are not modelled: the aten::copy_ inside carries the kernel and both
+  dtypes; layer_norm -> native_layer_norm and batch_norm -> native/cudnn/miopen_batch_norm give
+  the inner op;
+- a modelled op inside another (a copy_ that makes a GEMM operand contiguous) takes its own
+  kernel away from the outer op: the outer's time is then its GEMM alone.
+The [not_modelled] table of ops.toml lists the names left out on purpose, with the reason.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+from . import attention, conv, gemm, norm, pointwise
+from .base import Args, OpCost
+
+__all__ = ["OpCost", "op_cost", "modelled", "table", "not_modelled"]
+
+
+def run_model(entry: dict, name: str, a: Args) -> OpCost | None:
+    model = entry["model"]
+    if model in ("mm", "addmm", "matmul", "linear", "scaled_mm"):
+        return getattr(gemm, model)(a)
+    if model == "vendor_gemm":
+        return gemm.vendor(a, entry["layout"])
+    if model in ("attention", "attention_bwd"):
+        return attention.attention(a, entry["q"], entry["layout"], entry.get("causal"),
+                                   entry.get("align", "top_left"), entry.get("grad"),
+                                   entry.get("out"))
+    if model == "conv":
+        return conv.forward(a, entry["layout"])
+    if model == "conv_bwd":
+        return conv.backward(a)
+    if model == "norm":
+        return norm.norm(a, entry["layout"], entry["kind"], entry.get("training"),
+                         entry.get("mask"))
+    if model in ("softmax", "softmax_bwd"):
+        return pointwise.softmax(a, model == "softmax_bwd")
+    if model == "reduce":
+        return pointwise.reduce(a, name, entry["dim"])
+    if model in ("embedding", "embedding_bwd"):
+        return pointwise.embedding(a, model == "embedding_bwd")
+    if model == "elementwise":
+        return pointwise.elementwise(a, name)
+    raise ValueError(f"traceq/perf/ops.toml: unknown model {model!r}")
+
+
+@lru_cache(maxsize=1)
+def table() -> tuple[dict[str, dict], tuple[tuple[re.Pattern, dict], ...], dict[str, str]]:
+    """(exact name -> entry, (compiled pattern, entry) in file order, name -> why not modelled)."""
+    data = tomllib.loads(resources.files("traceq").joinpath("perf/ops.toml").read_text())
+    exact, patterns = {}, []
+    for entry in data["op"]:
+        for n in entry.get("names", ()):
+            exact[n] = entry
+        patterns += [(re.compile(p), entry) for p in entry.get("patterns", ())]
+    return exact, tuple(patterns), dict(data.get("not_modelled", {}))
+
+
+@lru_cache(maxsize=65536)
+def entry_for(name: str) -> dict | None:
+    exact, patterns, excluded = table()
+    if name in exact:
+        return exact[name]
+    if name in excluded:
+        return None
+    for pattern, entry in patterns:
+        if pattern.fullmatch(name):
+            return entry
+    return None
+
+
+def modelled(name: str) -> bool:
+    """Whether `name` has a model (cheap: a dict lookup, then the vendor patterns, cached)."""
+    return isinstance(name, str) and entry_for(name) is not None
+
+
+def not_modelled() -> dict[str, str]:
+    """The names deliberately left out, with the reason (ops.toml [not_modelled])."""
+    return dict(table()[2])
+
+
+def op_cost(name: str, dims: list | None, types: list | None, concrete: list | None = None,
+            strides: list | None = None) -> OpCost | None:
+    """Flop and minimal traffic of one call of `name` with Kineto's `Input Dims`, `Input type`,
+    `Concrete Inputs` and `Input Strides`; None when the op is not modelled or its arguments
+    do not fit the formula. Never raises on odd input."""
+    if not modelled(name):
+        return None
+    try:
+        return run_model(entry_for(name), name, Args(dims, types, concrete, strides))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError,
+            OverflowError, RecursionError):
+        return None
