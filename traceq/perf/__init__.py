@@ -1,0 +1,1 @@
+"""The per-op performance model: FLOPs and bytes per op, device peaks, the roofline."""
