@@ -43,6 +43,7 @@ GPU_OPS_COLUMNS = [
     ("pg_desc", STR),        # "Process Group Description": default_pg, ...
     ("group_size", I32),     # "Group size": ranks in the process group
     ("seq", I64),            # "Seq": the collective's sequence number in its process group (PyTorch >= 2.4)
+    ("tensor_core", BOOL),   # kernel runs on tensor/matrix cores by its name's evidence (traceq.kernels.tensor_cores); null for non-kernels
 ]
 
 HOST_OPS_COLUMNS = [

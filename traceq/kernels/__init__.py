@@ -1,1 +1,1 @@
-"""Kernel names: identity (the function a kernel is) and library (who wrote it)."""
+"""Kernel names: identity (the function a kernel is), library (who wrote it), tensor cores (whether it ran on them)."""

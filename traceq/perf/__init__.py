@@ -1,1 +1,1 @@
-"""Per-op performance model: flop and minimal memory traffic of one op call, from its recorded shapes."""
+"""The per-op performance model: FLOPs and minimal bytes per op (cost.py, ops.toml), device peaks (devices.py, traceq/rules/gpus.toml)."""

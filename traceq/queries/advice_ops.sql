@@ -17,6 +17,9 @@
 -- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):
 --   kind, name, identity, category, library   the ops (identity and library:
 --                                traceq.kernels.identity; category: traceq.rules.categories)
+--   tensor_core                  the kernel runs on tensor/matrix cores by its name
+--                                (traceq.kernels.tensor_cores; null: not a kernel, or a store
+--                                ingested before the column existed)
 --   src_kind, dst_kind           memcpy only
 --   in_zero_grad                 launched inside a zero_grad context (bool)
 --   in_optimizer                 launched inside an optimizer-step context (bool)
@@ -24,7 +27,8 @@
 --   dur_ns                       Σ (end_ns − start_ns), ns
 --   bytes                        Σ bytes (memcpy), bytes
 WITH ops AS (
-    SELECT g.rank, g.pid, g.correlation, g.kind, g.name, g.identity, g.category, g.library, g.end_ns - g.start_ns AS dur_ns,
+    SELECT g.rank, g.pid, g.correlation, g.kind, g.name, g.identity, g.category, g.library, g.tensor_core,
+           g.end_ns - g.start_ns AS dur_ns,
            g.src_kind, g.dst_kind, g.bytes
     FROM gpu_ops g
     JOIN scope_window w ON w.rank = g.rank
@@ -68,7 +72,7 @@ WITH ops AS (
     JOIN launch_iv l ON l.iid = x.iid
     GROUP BY ALL
 )
-SELECT o.kind, o.name, o.identity, o.category, o.library, o.src_kind, o.dst_kind,
+SELECT o.kind, o.name, o.identity, o.category, o.library, o.tensor_core, o.src_kind, o.dst_kind,
        coalesce(f.in_zero_grad, false) AS in_zero_grad,
        coalesce(f.in_optimizer, false) AS in_optimizer,
        count(*) AS n, sum(o.dur_ns)::BIGINT AS dur_ns, coalesce(sum(o.bytes), 0)::BIGINT AS bytes

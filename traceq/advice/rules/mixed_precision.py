@@ -6,8 +6,10 @@ engines, `*_f32f32_f32*`/`*fp32*` kernels, Tensile `Cijk_*_SB_*`), they are at l
 MIN_PCT of GPU time and most of the GEMM/convolution time, on a GPU with tensor cores
 (NVIDIA Volta or later, AMD CDNA: known from the device name, or from architecture-named
 kernels such as volta_*/ampere_*/sm80_*).
-Ruled out by: tensor-core kernels (HMMA/xmma/tensorop, fp16/bf16/tf32 spellings) doing most
-of the GEMM/convolution time (mixed precision is already on); GPUs without tensor cores or
+Ruled out by: tensor-core kernels (the stored `gpu_ops.tensor_core`, traceq.kernels.tensor_cores;
+a store from before that column: the same test on the name) or kernels whose name says they
+compute in half/bf16/TF32, doing most of the GEMM/convolution time (mixed precision is
+already on); GPUs without tensor cores or
 unknown GPUs without architecture-named kernels; below the floor.
 Estimated gain: half of those kernels' time per step (tensor cores run FP16/BF16 GEMMs
 several times faster than FP32 SIMT; half is a conservative bound, the TensorBoard profiler
@@ -17,13 +19,16 @@ from __future__ import annotations
 
 import re
 
+from ...kernels.tensor_cores import uses_tensor_cores
 from ...lazy import polars as pl
 
 from ..base import Evidence, Finding, kernel_finding
 
 FP32 = (r"(?i)sgemm|scudnn|_f32f32_f32|(^|_)fp32(_|$)|_float(_|$)|<float,|<float>|^Cijk_\w*_SB_"
         r"|gemmSN_|gemmk1_kernel")
-TENSOR_CORE_KERNEL = r"(?i)tensorop|[sh](884|1688|16816)|hmma|imma|wmma|xmma|bf16|f16|fp16|half|tf32|hgemm|nvjet|mfma|_MI\d"
+# names that say the kernel computes in half/bf16/TF32, tensor cores or not (maxwell_fp16_sgemm_fp16,
+# *_hgemm_*): not the FP32 this rule is about
+LOW_PRECISION_KERNEL = r"(?i)bf16|f16|fp16|half|tf32|hgemm"
 TC_DEVICE = re.compile(r"(?i)V100|\bT4\b|A100|A30\b|A40\b|A10G?\b|A16\b|\bA2\b|A[2456]000|A4500|H100|H200|H800|A800|GH200|"
                        r"B100|B200|GB200|\bL4\b|L40|RTX|TITAN V|Quadro GV|MI[123]\d\d|gfx90a|gfx94\d|gfx95\d|gfx908")
 NO_TC_DEVICE = re.compile(r"(?i)GTX|P100|P40|P4\b|K80|K40|M40|M60|Tesla [PKM]\d")
@@ -46,12 +51,20 @@ def _tensor_cores(ev: Evidence, kernels: pl.DataFrame) -> tuple[bool, bool, bool
     return tc, ampere or bool(BF16_AMD_DEVICE.search(ev.devices or "")), ampere
 
 
+def _on_tensor_cores(ops: pl.DataFrame) -> pl.Expr:
+    """The stored tensor_core verdict of each kernel; where it is null (a store ingested before
+    the column existed) the same test on the name (traceq.kernels.tensor_cores)."""
+    stored = pl.col("tensor_core") if "tensor_core" in ops.columns else pl.lit(None, pl.Boolean)
+    return pl.coalesce(stored, pl.col("name").map_elements(uses_tensor_cores, return_dtype=pl.Boolean))
+
+
 def mixed_precision(scope, ev: Evidence) -> Finding | None:
     kernels = ev.ops.filter(pl.col("kind") == "kernel")
     mm = kernels.filter(pl.col("category").is_in(["gemm", "conv"]))
     if not mm.height:
         return None
-    fp32 = mm.filter(pl.col("name").str.contains(FP32) & ~pl.col("name").str.contains(TENSOR_CORE_KERNEL))
+    fp32 = mm.filter(pl.col("name").str.contains(FP32) & ~pl.col("name").str.contains(LOW_PRECISION_KERNEL)
+                     & ~_on_tensor_cores(mm))
     ns, mm_ns = fp32["dur_ns"].sum(), mm["dur_ns"].sum()
     if not ns or ev.pct(ns) < MIN_PCT or 2 * ns < mm_ns:
         return None

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from ...kernels.tensor_cores import uses_tensor_cores
 from ...rules.categories import classify
 from ..common import nesting_depth
 from ..first_by_key import coded, first_by_key, joined
@@ -232,13 +233,15 @@ def _compact_keys(keys: np.ndarray) -> np.ndarray:
 
 
 class Classes:
-    """identity, library and category of GPU ops, and what a memcpy's name says of it
+    """identity, library and category of GPU ops, whether a kernel runs on tensor cores
+    (traceq.kernels.tensor_cores; null for other kinds) and what a memcpy's name says of it
     (`_copy_names`), computed once per distinct (name, kind)."""
 
     def __init__(self) -> None:
         self.known = pl.DataFrame(schema={"name": pl.String, "kind": pl.String, "identity": pl.String,
                                           "library": pl.String, "category": pl.String,
-                                          "_direction": pl.String, "_src": pl.String, "_dst": pl.String})
+                                          "_direction": pl.String, "_src": pl.String, "_dst": pl.String,
+                                          "tensor_core": pl.Boolean})
         self.lock = threading.Lock()   # `attach` runs on the threads of the gpu_ops pass
 
     def attach(self, g: pl.DataFrame) -> pl.DataFrame:
@@ -246,8 +249,12 @@ class Classes:
         with self.lock:
             new = pairs.join(self.known, on=["name", "kind"], how="anti", nulls_equal=True)
             if new.height:
+                tensor_core = [uses_tensor_cores(n) if k == "kernel" and n is not None else None
+                               for n, k in new.select("name", "kind").iter_rows()]
                 new = pl.concat([_compact(new), classify(new["name"], new["kind"]),
-                                 new.select(_copy_names(pl.col("name")))], how="horizontal")
+                                 new.select(_copy_names(pl.col("name"))),
+                                 pl.DataFrame({"tensor_core": pl.Series(tensor_core, dtype=pl.Boolean)})],
+                                how="horizontal")
                 self.known = pl.concat([self.known, new])
             known = self.known
         return g.join(known, on=["name", "kind"], how="left", nulls_equal=True, maintain_order="left")
@@ -277,7 +284,7 @@ def gpu_ops_of(g: pl.DataFrame, launches: Launches, main_pid: int | None, classe
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
                     "block_x", "block_y", "block_z", "registers", "category", "identity", "library",
-                    *[c for c in _COLLECTIVE_ID if c in g.columns])
+                    *[c for c in _COLLECTIVE_ID if c in g.columns], "tensor_core")
 
 
 # Collective identity (raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
+from ...kernels.tensor_cores import uses_tensor_cores
 from ...rules.categories import classify
 from ..common import strip_api_suffix_expr
 from ..first_by_key import coded, first_by_key, joined
@@ -85,9 +86,13 @@ def _dictionary(texts: list, at: pa.Array) -> pa.DictionaryArray:
 
 
 def _classified(names: list, kind: str) -> dict[str, list]:
-    """identity, library and category (traceq.rules.categories) of each name of one kind."""
+    """identity, library and category (traceq.rules.categories) of each name of one kind; for
+    kernels also tensor_core (traceq.kernels.tensor_cores)."""
     got = classify(pl.Series(names, dtype=pl.String), pl.Series([kind] * len(names), dtype=pl.String))
-    return {c: got[c].to_list() for c in ("identity", "library", "category")}
+    out = {c: got[c].to_list() for c in ("identity", "library", "category")}
+    if kind == "kernel":
+        out["tensor_core"] = [uses_tensor_cores(n) for n in names]
+    return out
 
 
 def _labelled(labels: dict[int, str]) -> Callable[[list], list]:
