@@ -202,7 +202,7 @@ def headline(df: pl.DataFrame, eff: Efficiency, scope: Scope) -> str:
     if eff.mfu_pct is not None:
         parts.append(f"MFU {eff.mfu_pct:.1f} % ({eff.flop / 1e12:,.3g} TFLOP in {eff.span_ns / 1e6:,.2f} ms of GPU span "
                      f"against {eff.peak_tflops:,.1f} TFLOP/s {eff.peak_dtype or ''})".replace(" )", ")"))
-    if eff.modelled_pct is not None:
+    if eff.modelled_pct is not None and eff.shapes:
         parts.append(f"the model covers {eff.modelled_pct:.1f} % of GPU op time")
     if eff.worst:
         w = eff.worst[0]

@@ -31,7 +31,7 @@ from importlib import resources
 from . import attention, conv, gemm, norm, pointwise
 from .base import Args, OpCost
 
-__all__ = ["OpCost", "op_cost", "modelled", "table", "not_modelled"]
+__all__ = ["OpCost", "op_cost", "modelled", "family_of", "table", "not_modelled"]
 
 
 def run_model(entry: dict, name: str, a: Args) -> OpCost | None:
@@ -109,3 +109,17 @@ def op_cost(name: str, dims: list | None, types: list | None, concrete: list | N
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError,
             OverflowError, RecursionError):
         return None
+
+
+# the op family of each model (the roofline's `category`, and what makes a call a wrapper)
+FAMILY = {"mm": "gemm", "addmm": "gemm", "matmul": "gemm", "linear": "gemm", "scaled_mm": "gemm",
+          "vendor_gemm": "gemm", "attention": "attention", "attention_bwd": "attention", "conv": "conv",
+          "conv_bwd": "conv", "norm": "norm", "softmax": "softmax", "softmax_bwd": "softmax", "reduce": "reduce",
+          "embedding": "embedding", "embedding_bwd": "embedding", "elementwise": "elementwise"}
+
+
+def family_of(name: str) -> str | None:
+    """The family of a modelled op's name (gemm, attention, conv, norm, softmax, reduce,
+    embedding, elementwise); None when not modelled."""
+    entry = entry_for(name) if isinstance(name, str) else None
+    return None if entry is None else FAMILY[entry["model"]]

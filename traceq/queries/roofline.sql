@@ -13,12 +13,16 @@
 --               (start <= launch <= end); for a kernel replayed from a graph (its external id
 --               is a graph_op's), the modelled graph_ops whose GPU-time span contains that
 --               graph_op's.
---   owner       the INNERMOST enclosing call of the OUTERMOST enclosing call's family (order:
---               start, then the longer first). So an op's GPU time is every GPU op its subtree
---               launched, memsets, layout transposes and a bias add included (aten::convolution
---               -> aten::add_: the convolution's), and an op of the same family nested in it
---               takes its place (aten::linear -> aten::addmm: the addmm's, the op whose
---               arguments name the GEMM). No GPU op is counted twice.
+--   wrapper     a call with a call of the same family nested in it (aten::linear around
+--               aten::addmm, aten::matmul around aten::bmm, layer_norm around native_layer_norm):
+--               its arguments are the inner call's, its work is the inner call's.
+--   owner       the OUTERMOST enclosing call that is no wrapper (order: start, then the longer
+--               first); when every enclosing call is a wrapper, the innermost. So an op's GPU
+--               time is every GPU op its subtree launched, memsets, layout transposes and a bias
+--               add included (aten::convolution -> aten::add_: the convolution's), a wrapper's
+--               work goes to the op inside it (aten::linear -> aten::addmm: the addmm's), and a
+--               copy a wrapper makes outside its inner op to the copy (aten::matmul ->
+--               aten::clone: the copy_'s). No GPU op is counted twice.
 --   per call    gpu_ns = summed duration of the GPU ops a call owns; a call that owns none
 --               (no GPU work) is not counted.
 -- Grouped by op, input dims, input types and concrete inputs (what the FLOP count depends on).
@@ -74,26 +78,35 @@ JOIN host_ops g ON g.run = $run AND g.rank = o.rank AND g.kind = 'graph_op' AND 
 -- every modelled call enclosing each GPU op: around its launch on the launching thread, or
 -- (replayed graph kernels) around the graph_op that launched it at capture
 CREATE OR REPLACE TEMP TABLE roofline_enclosing AS
-SELECT l.op_id, c.call_id, c.family, c.start_ns, c.end_ns, false AS launcher
+SELECT l.op_id, c.call_id, c.family, c.start_ns, c.end_ns
 FROM roofline_launch l
 JOIN roofline_ops o ON o.op_id = l.op_id
 JOIN roofline_calls c ON c.rank = o.rank AND c.pid = o.pid AND c.tid = l.tid AND c.via <> 'graph_op'
  AND c.start_ns <= l.call_ns AND c.end_ns >= l.call_ns
 WHERE l.op_id NOT IN (SELECT op_id FROM roofline_graph)
 UNION ALL
-SELECT x.op_id, c.call_id, c.family, c.start_ns, c.end_ns, c.external_id = x.external_id
+SELECT x.op_id, c.call_id, c.family, c.start_ns, c.end_ns
 FROM roofline_graph x
 JOIN roofline_calls c ON c.via = 'graph_op' AND c.rank = x.rank AND c.pid = x.pid
  AND c.start_ns <= x.start_ns AND c.end_ns >= x.end_ns;
 
--- the owner: the innermost call of the outermost call's family
+-- wrappers: calls with a call of the same family inside them (a strict descendant: a
+-- shorter span, or the same span and a later row)
+CREATE OR REPLACE TEMP TABLE roofline_wrappers AS
+SELECT DISTINCT c.call_id
+FROM roofline_calls c
+JOIN roofline_calls d ON d.rank = c.rank AND d.pid = c.pid AND d.tid = c.tid AND d.via = c.via
+ AND d.family = c.family AND d.call_id <> c.call_id AND d.start_ns >= c.start_ns AND d.end_ns <= c.end_ns
+ AND (d.start_ns > c.start_ns OR d.end_ns < c.end_ns OR d.call_id > c.call_id);
+
+-- the owner: the outermost enclosing call that is no wrapper (if every one is, the innermost)
 CREATE OR REPLACE TEMP TABLE roofline_owner AS
-SELECT op_id, call_id FROM (
-    SELECT e.*, first_value(family) OVER (PARTITION BY op_id
-                                          ORDER BY start_ns, end_ns DESC, launcher, call_id) AS outer_family
-    FROM roofline_enclosing e)
-WHERE family = outer_family
-QUALIFY row_number() OVER (PARTITION BY op_id ORDER BY launcher DESC, start_ns DESC, end_ns, call_id DESC) = 1;
+SELECT e.op_id, e.call_id
+FROM roofline_enclosing e LEFT JOIN roofline_wrappers x ON x.call_id = e.call_id
+QUALIFY row_number() OVER (PARTITION BY e.op_id
+                           ORDER BY x.call_id IS NULL DESC,
+                                    CASE WHEN x.call_id IS NULL THEN e.start_ns ELSE -e.start_ns END,
+                                    CASE WHEN x.call_id IS NULL THEN -e.end_ns ELSE e.end_ns END, e.call_id) = 1;
 
 WITH per_call AS (
     SELECT w.call_id, sum(o.dur_ns) AS gpu_ns, coalesce(sum(o.dur_ns) FILTER (WHERE o.tensor_core), 0) AS tc_ns
