@@ -126,3 +126,14 @@ def test_an_old_store_reads_the_new_columns_as_null(tmp_path):
     got = q(store, f"SELECT name, {', '.join(SHAPES)} FROM host_ops").to_dicts()
     assert got == [{"name": "a", **{c: None for c in SHAPES}}]
     assert isinstance(t.schema.field("input_dims").type, type(pa.string()))
+
+
+def test_json_lists_of_raw_texts():
+    import msgspec
+
+    from traceq.ingest.kineto.rows import json_lists
+
+    raws = [msgspec.Raw(b'[[1, 2],\n  [3]]'), msgspec.Raw(), msgspec.Raw(b'["\xff"]'), msgspec.Raw(b'"[1]"'),
+            msgspec.Raw(b'[ "a  b" , "c\\\\" ]'), msgspec.Raw(b'null'), msgspec.Raw(b'[[1, 2],\n  [3]]')]
+    assert json_lists(raws).to_pylist() == ["[[1,2],[3]]", None, None, None, '["a  b","c\\\\"]', None, "[[1,2],[3]]"]
+    assert json_lists([msgspec.Raw()] * 3).to_pylist() == [None] * 3

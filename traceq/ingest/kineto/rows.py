@@ -4,6 +4,7 @@ raw parts (`RawWriter`) both decoders use, so that they produce the same rows.
 from __future__ import annotations
 
 import re
+from itertools import accumulate
 from pathlib import Path
 
 import pyarrow as pa
@@ -184,7 +185,7 @@ def _shape_columns(args: list[Args], cat: pa.Array) -> dict[str, pa.Array]:
     n = len(args)
     ops = args if len(at) == n else [args[i] for i in at.to_pylist()]
     cols = {
-        "input_dims": json_lists([a.input_dims or a.input_dims_lc for a in ops]),
+        "input_dims": json_lists([a.input_dims or a.input_dims_lc for a in ops]),   # older PyTorch: "Input dims"
         "input_types": json_lists([a.input_types for a in ops]),
         "input_strides": json_lists([a.input_strides for a in ops]),
         "concrete_inputs": json_lists([a.concrete_inputs for a in ops]),
@@ -196,14 +197,16 @@ def _shape_columns(args: list[Args], cat: pa.Array) -> dict[str, pa.Array]:
 _JSON_SPACE = r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+'
 
 
-def json_lists(raws: list) -> pa.Array:
+def json_lists(raws) -> pa.Array:
     """JSON texts (`msgspec.Raw`, empty when the event has no such arg) -> a string column:
     the compact text (whitespace outside strings removed) of each JSON array, null for an
-    empty text, a value that is no array, or text that is not UTF-8. Made compact once per
-    distinct text (an op's shapes repeat across its calls): Arrow's dictionary, then RE2."""
+    empty text, a value that is no array, or text that is not UTF-8. The texts are joined into
+    one Arrow buffer as they are (no copy per value), and made compact once per distinct text
+    (an op's shapes repeat across its calls): Arrow's dictionary, then RE2."""
     if not any(raws):
         return pa.nulls(len(raws), pa.string())
-    texts = pa.array([bytes(r) if r else None for r in raws], pa.binary())
+    offsets = pa.array([0, *accumulate(map(len, raws))], pa.int32()).buffers()[1]
+    texts = pa.Array.from_buffers(pa.binary(), len(raws), [None, offsets, pa.py_buffer(b"".join(raws))])
     try:
         texts = ak.cast(texts, pa.string())
     except pa.ArrowInvalid:
