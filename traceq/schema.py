@@ -79,6 +79,12 @@ REGIONS_COLUMNS = [
     ("gpu_end_ns", I64),
     ("gpu_dur_ns", I64),
     ("unfinished", BOOL),
+    # as host_ops' (record_shapes), for the ranges of torch.autograd.profiler.emit_nvtx(record_shapes=True)
+    # in nsys: input_dims from the range's name ("..., sizes = [[3], [3, 4]]" -> [[3],[3,4]]); the rest null
+    ("input_dims", STR),
+    ("input_types", STR),
+    ("input_strides", STR),
+    ("concrete_inputs", STR),
 ]
 
 TIMER_STATS_COLUMNS = [
