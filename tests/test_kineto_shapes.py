@@ -137,3 +137,14 @@ def test_json_lists_of_raw_texts():
             msgspec.Raw(b'[ "a  b" , "c\\\\" ]'), msgspec.Raw(b'null'), msgspec.Raw(b'[[1, 2],\n  [3]]')]
     assert json_lists(raws).to_pylist() == ["[[1,2],[3]]", None, None, None, '["a  b","c\\\\"]', None, "[[1,2],[3]]"]
     assert json_lists([msgspec.Raw()] * 3).to_pylist() == [None] * 3
+
+
+def test_begin_end_pairs_keep_the_shapes_of_their_begin(tmp_path):
+    events = [
+        {"ph": "B", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10,
+         "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}},
+        {"ph": "E", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20},
+    ]
+    store = ingested(write(tmp_path, events), tmp_path / "s")
+    assert shapes_of(store, "name = 'aten::mm' AND end_ns = 20000") == {
+        "input_dims": "[[2,3],[3,4]]", "input_types": '["float","float"]', "input_strides": None, "concrete_inputs": None}
