@@ -12,11 +12,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 try:
-    from pyarrow._compute import CastOptions, SetLookupOptions, call_function
+    from pyarrow._compute import (CastOptions, MatchSubstringOptions, ReplaceSubstringOptions, SetLookupOptions,
+                                  call_function)
 except ImportError:   # pragma: no cover - every pyarrow since 1.0 has it
-    from pyarrow.compute import CastOptions, SetLookupOptions, call_function
+    from pyarrow.compute import (CastOptions, MatchSubstringOptions, ReplaceSubstringOptions, SetLookupOptions,
+                                 call_function)
 
-__all__ = ["call", "cast", "fill_null", "is_in", "is_null", "take"]
+__all__ = ["call", "cast", "fill_null", "is_in", "is_null", "replace_regex", "starts_with", "take"]
 
 
 def call(kernel: str, *args):
@@ -37,6 +39,15 @@ def is_null(values: pa.Array) -> pa.BooleanArray:
 def fill_null(values: pa.Array, fill) -> pa.Array:
     """`values` with nulls replaced by `fill` (a value of their type)."""
     return call_function("coalesce", [values, pa.scalar(fill, values.type)])
+
+
+def starts_with(values: pa.Array, prefix: str) -> pa.BooleanArray:
+    return call_function("starts_with", [values], MatchSubstringOptions(prefix))
+
+
+def replace_regex(values: pa.Array, pattern: str, replacement: str) -> pa.Array:
+    """Every match of the RE2 `pattern` replaced (`\\1` in `replacement`: the first group)."""
+    return call_function("replace_substring_regex", [values], ReplaceSubstringOptions(pattern, replacement))
 
 
 def take(values: pa.Array, indices: pa.Array) -> pa.Array:

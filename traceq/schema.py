@@ -56,6 +56,12 @@ HOST_OPS_COLUMNS = [
     ("correlation", I64),
     ("external_id", I64),
     ("unfinished", BOOL),  # still open when the capture ended (end = capture end)
+    # CPU ops recorded with shapes (Kineto, record_shapes=True; null elsewhere): each the
+    # compact JSON text of a list with one item per input of the op
+    ("input_dims", STR),     # "Input Dims": [[512],[141,512],[512,512],[],[]] ([] = a scalar or no tensor)
+    ("input_types", STR),    # "Input type": ["c10::BFloat16","c10::BFloat16","c10::BFloat16","Scalar","Scalar"]
+    ("input_strides", STR),  # "Input Strides": [[1],[512,1],[1,512],[],[]]
+    ("concrete_inputs", STR),  # "Concrete Inputs": the values of scalar inputs, as text: ["","","","1","1"]
 ]
 
 REGIONS_COLUMNS = [
@@ -74,6 +80,12 @@ REGIONS_COLUMNS = [
     ("gpu_end_ns", I64),
     ("gpu_dur_ns", I64),
     ("unfinished", BOOL),
+    # as host_ops' (record_shapes), for the ranges of torch.autograd.profiler.emit_nvtx(record_shapes=True)
+    # in nsys: input_dims from the range's name ("..., sizes = [[3], [3, 4]]" -> [[3],[3,4]]); the rest null
+    ("input_dims", STR),
+    ("input_types", STR),
+    ("input_strides", STR),
+    ("concrete_inputs", STR),
 ]
 
 TIMER_STATS_COLUMNS = [

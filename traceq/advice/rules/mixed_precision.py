@@ -54,6 +54,8 @@ def _tensor_cores(ev: Evidence, kernels: pl.DataFrame) -> tuple[bool, bool, bool
 def _on_tensor_cores(ops: pl.DataFrame) -> pl.Expr:
     """The stored tensor_core verdict of each kernel; where it is null (a store ingested before
     the column existed) the same test on the name (traceq.kernels.tensor_cores)."""
+    if "tensor_core" in ops.columns and ops["tensor_core"].null_count() == 0:
+        return pl.col("tensor_core")    # the rule table is ingest's: not loaded when the store has the column
     stored = pl.col("tensor_core") if "tensor_core" in ops.columns else pl.lit(None, pl.Boolean)
     return pl.coalesce(stored, pl.col("name").map_elements(uses_tensor_cores, return_dtype=pl.Boolean))
 

@@ -238,17 +238,18 @@ def _decode_part(mm: mmap.mmap, a: int, b: int, path: Path) -> tuple[int, list[P
 
 def _decode_slice(mm: mmap.mmap, a: int, b: int) -> list:
     """The events of mm[a:b] (items between two event boundaries, or the array's ends),
-    decoded strictly as the JSON array `[` mm[a:b] `]` in place: the byte before `a` and the
-    byte at `b` (a separator, whitespace or the array's own bracket) become the brackets for
-    the decode, then get their values back. The map is private to this process (copy on
+    decoded strictly as the JSON array `[` mm[a:b] `]`: the byte before `a` and the byte at
+    `b` (a separator, whitespace or the array's own bracket) become the brackets, the slice is
+    copied, and they get their values back. The map is private to this process (copy on
     write: two pages per slice), and a slice of ~2 MB decodes faster than a copy of the whole
     part: its text and events stay in the CPU's cache, and the allocator reuses its memory
-    instead of faulting fresh pages in."""
+    instead of faulting fresh pages in. The copy (~0.1 ms) is what the events' raw args
+    (`msgspec.Raw`, views of the decoded text) point into: a view of the map itself could not
+    be released while they live."""
     before, after = mm[a - 1], mm[b]
     mm[a - 1], mm[b] = 0x5B, 0x5D   # "[", "]"
     try:
-        with memoryview(mm) as view, view[a - 1:b + 1] as text:
-            return EVENTS.decode(text)
+        return EVENTS.decode(mm[a - 1:b + 1])
     finally:
         mm[a - 1], mm[b] = before, after
 

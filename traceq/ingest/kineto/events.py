@@ -17,6 +17,7 @@ import msgspec
 
 Num = Union[int, float, str, None]
 Text = Union[str, int, float, None]
+NO_RAW = msgspec.Raw()   # an arg the event does not have (empty text, false)
 
 
 class Args(msgspec.Struct, gc=False):
@@ -44,6 +45,13 @@ class Args(msgspec.Struct, gc=False):
     pg_desc: Text = msgspec.field(default=None, name="Process Group Description")
     group_size: Num = msgspec.field(default=None, name="Group size")
     seq: Num = msgspec.field(default=None, name="Seq")
+    # record_shapes=True on CPU ops: the JSON text of each arg as written, unparsed (msgspec
+    # skips it as fast as an unknown key); rows.shape_columns makes it compact JSON
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_dims_lc: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input dims")   # older PyTorch
+    input_types: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Strides")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
 
 
 class Fields(msgspec.Struct, gc=False):

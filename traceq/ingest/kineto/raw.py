@@ -27,9 +27,13 @@ else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*
 Description" when strings (numbers as their text; `pg_name` falls back on the older "Process
 Group ID", as text); `group_size` = args "Group size";
 `seq` = args "Seq" (the collective's sequence number in its process group).
-The arg columns from `stream` on are read only for events of `ARG_CATS` (GPU activity and
+The arg columns from `stream` to `seq` are read only for events of `ARG_CATS` (GPU activity and
 GPU-side annotations: the only rows translation takes them from) and are null elsewhere;
 building them for every host event cost as much as all the other columns together.
+`input_dims`/`input_types`/`input_strides`/`concrete_inputs` (CPU ops recorded with
+`record_shapes=True`) = args "Input Dims" (older PyTorch: "Input dims")/"Input type"/"Input
+Strides"/"Concrete Inputs" as compact JSON text (whitespace outside strings removed), null when
+absent or not a JSON array; read only for events of `OP_CATS`.
 """
 from __future__ import annotations
 
@@ -55,7 +59,11 @@ RAW_SCHEMA = pa.schema([
     # collectives (PyTorch >= 2.1 writes these in the args of NCCL kernels and record_param_comms)
     ("collective", pa.string()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
     ("group_size", pa.int64()), ("seq", pa.int64()),
+    # record_shapes=True on CPU ops: the args as compact JSON arrays (-> host_ops as is)
+    ("input_dims", pa.string()), ("input_types", pa.string()), ("input_strides", pa.string()),
+    ("concrete_inputs", pa.string()),
 ])
+SHAPE_COLS = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 
 
 # Routing categories (exact, as torch.profiler writes them; the routing of `tables`):
@@ -69,6 +77,8 @@ GPU_CATS = frozenset(GPU_KIND) | {"Kernel", "Memcpy", "Memset"}   # + the 2021 c
 ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation", "User_annotation", "Gpu_user_annotation")
 # events whose arg columns (stream, device, bytes, ..., seq) translation reads
 ARG_CATS = GPU_CATS | {"gpu_user_annotation", "Gpu_user_annotation"}
+# CPU ops (the categories torch.profiler has written them under): the events with SHAPE_COLS
+OP_CATS = ("cpu_op", "Operator", "operator", "CPU_OP")
 
 
 @dataclass
@@ -144,3 +154,4 @@ def _arrow_set(values) -> pa.Array:
 _BE = _arrow_set(("B", "E"))
 _GPU = _arrow_set(GPU_CATS)
 ARG_CAT_SET = _arrow_set(ARG_CATS)   # ARG_CATS as an Arrow value set (`arrow_kernels.is_in`)
+OP_CAT_SET = _arrow_set(OP_CATS)

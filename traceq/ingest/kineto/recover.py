@@ -13,7 +13,7 @@ import msgspec
 from ...errors import BadInput
 from ...schema import truncated_warning
 from ..common import NotATrace
-from .events import ANY_LIST, EVENTS, Args, Event, Trace
+from .events import ANY_LIST, EVENTS, NO_RAW, Args, Event, Trace
 from . import rows
 from .rows import RawWriter, num, to_int
 from .text import address, release, trim_heap
@@ -223,6 +223,16 @@ def _name_arg(v):
     return v if type(v) in (str, int, float) else None
 
 
+def _json_arg(v) -> msgspec.Raw:
+    """A shape arg (a list) as the JSON text the typed decode keeps of it; NO_RAW otherwise."""
+    if type(v) is not list:
+        return NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(v))
+    except (TypeError, ValueError, OverflowError):   # a value JSON cannot write back
+        return NO_RAW
+
+
 def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[Event]:
     """Slow path for a chunk with unexpected types: decode generically, coerce per event.
     Items that are not JSON objects are kept as None (counted, then skipped)."""
@@ -245,7 +255,10 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[Event]:
                 collective=_name_arg(a.get("Collective name")), pg_name=_name_arg(a.get("Process Group Name")),
                 pg_id=_name_arg(a.get("Process Group ID")),
                 pg_desc=_name_arg(a.get("Process Group Description")), group_size=num(a.get("Group size")),
-                seq=num(a.get("Seq")))
+                seq=num(a.get("Seq")),
+                input_dims=_json_arg(a.get("Input Dims")), input_dims_lc=_json_arg(a.get("Input dims")),
+                input_types=_json_arg(a.get("Input type")), input_strides=_json_arg(a.get("Input Strides")),
+                concrete_inputs=_json_arg(a.get("Concrete Inputs")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else to_int(v)  # noqa: E731
         out.append(Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),

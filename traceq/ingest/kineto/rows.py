@@ -4,6 +4,7 @@ raw parts (`RawWriter`) both decoders use, so that they produce the same rows.
 from __future__ import annotations
 
 import re
+from itertools import accumulate
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ import pyarrow.parquet as pq
 
 from ... import arrow_kernels as ak
 from .events import Args, Fields
-from .raw import ARG_CAT_SET, RAW_SCHEMA, SpanFacts, remove_part
+from .raw import ARG_CAT_SET, OP_CAT_SET, RAW_SCHEMA, SpanFacts, remove_part
 
 
 CHUNK = 16384          # events per typed decode (`recover.decode_slices`) and per `_columns` call
@@ -136,7 +137,7 @@ def _msg_bytes(a: Args):
 def _columns(evs: list[Fields], gpu: bool) -> dict[str, pa.Array]:
     """Arrow columns of a list of events (`raw.RAW_SCHEMA`, in its order, when `gpu`;
     the arg columns of GPU ops are left out otherwise). The arg columns are read for the events
-    of `raw.ARG_CATS` only, null for the others."""
+    of `raw.ARG_CATS` only, null for the others; the shape columns for those of `raw.OP_CATS`."""
     args = [e.args or _NO_ARGS for e in evs]
     cols = {
         "ph": _str_col([e.ph for e in evs]),
@@ -172,7 +173,56 @@ def _columns(evs: list[Fields], gpu: bool) -> dict[str, pa.Array]:
             "seq": _int_col([a.seq for a in dev]),
         }
         cols.update(arg_cols if len(at) == n else _spread(arg_cols, is_arg))
+    cols.update(_shape_columns(args, cols["cat"]))
     return cols
+
+
+def _shape_columns(args: list[Args], cat: pa.Array) -> dict[str, pa.Array]:
+    """The record_shapes args of the CPU ops (`raw.OP_CATS`) as compact JSON text (`json_lists`),
+    null for the other events."""
+    is_op = ak.is_in(cat, OP_CAT_SET)
+    at = ak.call("indices_nonzero", is_op)
+    n = len(args)
+    ops = args if len(at) == n else [args[i] for i in at.to_pylist()]
+    cols = {
+        "input_dims": json_lists([a.input_dims or a.input_dims_lc for a in ops]),   # older PyTorch: "Input dims"
+        "input_types": json_lists([a.input_types for a in ops]),
+        "input_strides": json_lists([a.input_strides for a in ops]),
+        "concrete_inputs": json_lists([a.concrete_inputs for a in ops]),
+    }
+    return cols if len(at) == n else _spread(cols, is_op)
+
+
+# JSON text: a string (group 1, kept as it is) or a run of whitespace outside strings (dropped)
+_JSON_SPACE = r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+'
+
+
+def json_lists(raws) -> pa.Array:
+    """JSON texts (`msgspec.Raw`, empty when the event has no such arg) -> a string column:
+    the compact text (whitespace outside strings removed) of each JSON array, null for an
+    empty text, a value that is no array, or text that is not UTF-8. The texts are joined into
+    one Arrow buffer as they are (no copy per value), and made compact once per distinct text
+    (an op's shapes repeat across its calls): Arrow's dictionary, then RE2."""
+    if not any(raws):
+        return pa.nulls(len(raws), pa.string())
+    offsets = pa.array([0, *accumulate(map(len, raws))], pa.int32()).buffers()[1]
+    texts = pa.Array.from_buffers(pa.binary(), len(raws), [None, offsets, pa.py_buffer(b"".join(raws))])
+    try:
+        texts = ak.cast(texts, pa.string())
+    except pa.ArrowInvalid:
+        texts = pa.array([_utf8(r) for r in raws], pa.string())
+    coded = ak.call("dictionary_encode", texts)
+    words = coded.dictionary
+    words = ak.call("if_else", ak.starts_with(words, "["), ak.replace_regex(words, _JSON_SPACE, r"\1"),
+                    pa.scalar(None, pa.string()))
+    return ak.take(words, coded.indices)
+
+
+def _utf8(raw) -> str | None:
+    try:
+        return bytes(raw).decode() if raw else None
+    except UnicodeDecodeError:
+        return None
 
 
 def _spread(cols: dict[str, pa.Array], at: pa.BooleanArray) -> dict[str, pa.Array]:

@@ -17,7 +17,7 @@ from ..common import nesting_depth
 from ..first_by_key import coded, first_by_key, joined
 from ..ns_times import Times
 from ..validate import dropped_message, fmt_value, keep_expr
-from .raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND
+from .raw import ANNOTATION_CATS, GPU_CATS, GPU_KIND, OP_CATS, SHAPE_COLS
 
 
 # category (lower-cased) -> gpu_ops kind: raw.GPU_KIND. Device activity of MTIA: its
@@ -38,10 +38,11 @@ _DATALOADER = r"^enumerate\((DataLoader|DataPipe)\)#"
 # routing of the raw rows (exact categories, as written): GPU ops, regions, host events
 _GPU_CATS = sorted(GPU_CATS)
 _ANNOTATION_CATS = list(ANNOTATION_CATS)
-_OP_CATS = ["cpu_op", "Operator", "operator", "CPU_OP"]
+_OP_CATS = list(OP_CATS)
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
-_HOST_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
-GPU_COLS = [*_HOST_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
+_EVENT_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
+_HOST_COLS = [*_EVENT_COLS, *SHAPE_COLS]
+GPU_COLS = [*_EVENT_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
             "block_x", "block_y", "block_z", "arg_kind",
             "collective", "pg_name", "pg_desc", "group_size", "seq"]
 _BE = ["B", "E"]
@@ -148,13 +149,14 @@ def _copy_kinds(memcpy: pl.Expr) -> list[pl.Expr]:
 
 def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
     """Host events (already routed: no GPU, region or Trace events) -> host_ops."""
-    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished")
+    h = ev.select("pid", "tid", "name", "_cat", "start_ns", "end_ns", "correlation", "external_id", "unfinished",
+                  *SHAPE_COLS)
     if h["pid"].null_count():   # pids like "Spans" are not processes
         h = h.filter(pl.col("pid").is_not_null())
     kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
     kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
     return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
-                                             "external_id", "unfinished")
+                                             "external_id", "unfinished", *SHAPE_COLS)
 
 
 def _is_region(ev: pl.DataFrame) -> pl.Expr:
