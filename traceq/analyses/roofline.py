@@ -186,9 +186,16 @@ def roofline_scoped(scope: Scope, peak_tflops: float | None = None, peak_tbps: f
     return df, rest, eff
 
 
-def _fmt_dims(text: str | None) -> str:
+def _fmt_dims(text: str | None, scalars: bool = True) -> str:
+    """Input dims as compact JSON; without `scalars`, the trailing empty dims (scalar arguments)
+    left out, so a narrow column shows the tensors' shapes."""
     v = _parse(text)
-    return "–" if v is None else json.dumps(v, separators=(",", ":"))
+    if v is None:
+        return "–"
+    if not scalars and isinstance(v, list):
+        while v and v[-1] == []:
+            v = v[:-1]
+    return json.dumps(v, separators=(",", ":"))
 
 
 def headline(df: pl.DataFrame, eff: Efficiency, scope: Scope) -> str:
@@ -230,10 +237,20 @@ def compute(scope: Scope, top: int = 30, peak_tflops: float | None = None, peak_
                tables={"unmodelled": rest.head(top) if top else rest}, notes=notes, value=eff)
 
 
+# the terminal's column order: what a reader looks for first (how close to the roof), then the
+# model's numbers, which a narrow terminal drops first (drop_first)
+VIEW_ORDER = ("op", "input_dims", "calls", "kernel_ns", "tflops", "tbps", "roofline_pct", "bound", "category",
+              "input_types", "flop", "bytes", "intensity", "peak_tflops", "peak_tbps")
+DIMS_WIDTH = 28
+
+
 def view(res: Result) -> list[Block]:
-    df = res.df.with_columns(pl.col("input_dims").map_elements(_fmt_dims, return_dtype=pl.String),
+    from ..text import shorten
+
+    df = res.df.with_columns(pl.col("input_dims").map_elements(lambda t: shorten(_fmt_dims(t, scalars=False), DIMS_WIDTH),
+                                                               return_dtype=pl.String),
                              pl.col("input_types").str.replace_all(r'c10::|"|\[|\]', "")
-                             .str.replace_all(",", " "))
+                             .str.replace_all(",", " ")).select(VIEW_ORDER)
     blocks = [Block(df, res.headline, notes=res.notes, drop_first=res.analysis.drop_first)]
     rest = res.tables.get("unmodelled")
     if rest is not None and rest.height:
@@ -316,7 +333,7 @@ ANALYSIS = Analysis(
             Param("peak_tbps", float, None, "Peak memory bandwidth in TB/s (default: the device's).", "TBPS")),
     columns=COLUMNS,
     sort=("kernel_ns descending",),
-    drop_first=("input_types", "peak_tbps", "tbps", "bytes", "flop", "intensity", "peak_tflops", "category"),
+    drop_first=("input_types", "peak_tbps", "peak_tflops", "bytes", "flop", "intensity", "category", "tbps"),
     view=view,
     json=_json,
     report="Roofline: how close ops run to the hardware",
