@@ -218,7 +218,7 @@ def _facts(manifest: pl.DataFrame) -> list[tuple[str, str]]:
 
 
 def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Table | None]:
-    """Cards for the run (step time, GPU idle %, exposed comm, data wait %) and a per-rank table."""
+    """Cards for the run (step time, GPU idle %, exposed comm, data wait %, MFU) and a per-rank table."""
     ranks = pl.DataFrame({"rank": manifest["rank"].cast(pl.Int64)})
     st = res.get("stalls")
     summ = res.get("summary")
@@ -269,6 +269,11 @@ def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Tab
                               + f"{pct(over)} of communication overlapped", bad=ex_pct is not None and ex_pct > 10))
         else:
             cards.append(Card("exposed comm", "—", "no communication kernels"))
+    rl = res.get("roofline")
+    if rl is not None and rl[1].mfu_pct is not None:
+        eff = rl[1]
+        cards.append(Card("MFU", pct(eff.mfu_pct), f"modelled FLOPs / (GPU span × {eff.peak_tflops:,.0f} TFLOP/s "
+                                                    f"{eff.peak_dtype}); the model covers {pct(eff.modelled_pct)} of GPU time"))
     rank_cols = [c for c in ("rank", "steps", "step_mean_ns", "data_wait_pct", "span_ns", "idle_pct", "compute_pct",
                              "non_compute_pct", "comm_ns", "overlap_pct", "exposed_ns", "exposed_step_pct")
                  if c in ranks.columns]
