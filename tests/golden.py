@@ -84,7 +84,7 @@ PER_RUN = [
     ["breakdown"], ["breakdown", "--by", "annotation", "--top", "0"],
     ["stalls"], ["stalls", "--table", "gaps"], ["stalls", "--table", "launch"],
     ["stalls", "--min-gap-us", "10", "--data-pattern", "load|decode"],
-    ["diagnose"], ["diagnose", "--skip-first", "1"], ["ranks"],
+    ["diagnose"], ["diagnose", "--skip-first", "1"], ["ranks"], ["roofline"],
 ]
 EXTRA = {
     "samples": [
