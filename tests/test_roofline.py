@@ -166,3 +166,54 @@ def test_gemm_attention_conv_rows_match_tracelens(tmp_path, gpu, name):
         assert r["flop"] == round(t["gflop"] * 1e9), key
         assert r["kernel_ns"] == pytest.approx(t["kernel_us"] * 1e3, rel=0.01), key
         assert r["tflops"] == pytest.approx(t["tflops_x_n"] / t["calls"], rel=0.03), key
+
+
+def test_nsys_emit_nvtx_ranges_are_op_calls(tmp_path):
+    """nsys: the sample's three "forward" NVTX ranges renamed as emit_nvtx(record_shapes=True)
+    names them. Each range owns the GPU ops launched inside it on its thread (checked here by
+    a loop over the store's rows); nsys records no dtypes, so FLOPs but no bytes or peak:
+    addmm [[3],[3,4],[4,3]]: 2·3·3·4 + 3·3 (bias) = 81 flop."""
+    from test_nsys_ingest import SAMPLE, edited_copy, ingested, q
+
+    name = "aten::addmm, seq = 12, op_id = 5, sizes = [[3], [3, 4], [4, 3]], input_op_ids = [(0, 0), (1, 0)]"
+    store = ingested(edited_copy(SAMPLE, tmp_path, f"UPDATE NVTX_EVENTS SET text = '{name}' WHERE text = 'forward'"),
+                     tmp_path)
+    ranges = q(store, f"SELECT pid, tid, start_ns, end_ns FROM regions WHERE name = '{name}'").to_dicts()
+    calls = q(store, "SELECT pid, tid, start_ns, correlation FROM host_ops WHERE kind IN ('runtime', 'driver') "
+                     "AND correlation IS NOT NULL").to_dicts()
+    ops = q(store, "SELECT pid, correlation, end_ns - start_ns AS dur FROM gpu_ops "
+                   "WHERE kind IN ('kernel', 'memcpy', 'memset')").to_dicts()
+    launch = {(c["pid"], c["correlation"]): c for c in calls}
+    per_range = [0] * len(ranges)
+    for o in ops:
+        c = launch.get((o["pid"], o["correlation"]))
+        for i, r in enumerate(ranges):
+            if c and (c["pid"], c["tid"]) == (r["pid"], r["tid"]) and r["start_ns"] <= c["start_ns"] <= r["end_ns"]:
+                per_range[i] += o["dur"]
+    busy = [ns for ns in per_range if ns]
+    assert busy, "the sample's forward ranges launch GPU work"
+    res = compute(REGISTRY["roofline"], store, top=0)
+    mm = res.df.filter(res.df["op"] == "aten::addmm").row(0, named=True)
+    assert json.loads(mm["input_dims"]) == [[3], [3, 4], [4, 3]]
+    assert (mm["calls"], mm["kernel_ns"], mm["flop"], mm["bytes"]) == (len(busy), sum(busy), 81, None)
+    assert mm["tflops"] == pytest.approx(sum(81 / ns for ns in busy) / len(busy) / 1e3)
+    assert mm["input_types"] is None and mm["roofline_pct"] is None
+
+
+def test_gpu_bound_diagnose_gains_the_efficiency_view(tmp_path):
+    """Back-to-back GEMMs (no idle): diagnose says gpu-bound and its evidence and JSON carry
+    the efficiency view: MFU and the op furthest below its roofline."""
+    t = Trace("NVIDIA H100 80GB HBM3")
+    for i in range(20):
+        t.cpu_op("aten::addmm", 10 * i, 8, **ADDMM)
+        t.launch(GEMM, 10 * i + 1, 5, 1000 + 100 * i, 100)
+    store = _store(tmp_path, t)
+    out = CliRunner().invoke(app, ["diagnose", "--store", str(store), "-f", "json"])
+    assert out.exit_code == 0, out.output
+    run = json.loads(out.output)["runs"][0]
+    assert run["bound"] == "gpu"
+    eff = run["efficiency"]
+    # 20 calls · FLOP in the 2000 µs span against bf16 989.4 TFLOP/s
+    assert eff["mfu_pct"] == pytest.approx(round(100 * 20 * FLOP / 2000e-6 / 989.4e12, 3))
+    assert eff["worst"][0]["op"] == "aten::addmm" and eff["worst"][0]["kernel_ns"] == 2_000_000
+    assert "MFU" in run["evidence"] and "aten::addmm" in run["evidence"]

@@ -36,7 +36,8 @@ COLUMNS = (
     Column("intensity", "arithmetic intensity, flop/byte"),
     Column("peak_tflops", "the device's dense peak for the op's dtype and unit (tensor cores or not), TFLOP/s"),
     Column("peak_tbps", "the device's peak memory bandwidth, TB/s"),
-    Column("roofline_pct", "achieved TFLOP/s against min(peak_tflops, intensity × peak_tbps)", "%"),
+    Column("roofline_pct", "achieved TFLOP/s against min(peak_tflops, intensity × peak_tbps); the memory roof "
+                           "alone where the device has no compute peak for the dtype (integers)", "%"),
     Column("bound", "compute when intensity × peak_tbps ≥ peak_tflops, else memory"),
 )
 
@@ -143,8 +144,8 @@ def model_rows(groups: pl.DataFrame, spec, peak_tflops: float | None, peak_tbps:
                             tbps=pl.col("bytes") * pl.col("inv_ns_mean") / 1e3,
                             intensity=pl.when(pl.col("bytes") > 0).then(pl.col("flop") / pl.col("bytes")))
               .with_columns(roofline_pct=pl.when(roof > 0).then(100 * pl.col("tflops") / roof),
-                            bound=pl.when(pl.col("intensity").is_null() | pl.col("peak_tflops").is_null()
-                                          | pl.col("peak_tbps").is_null()).then(None)
+                            bound=pl.when(pl.col("intensity").is_null() | pl.col("peak_tbps").is_null()).then(None)
+                            .when(pl.col("peak_tflops").is_null()).then(pl.lit("memory"))
                             .when(pl.col("intensity") * pl.col("peak_tbps") >= pl.col("peak_tflops"))
                             .then(pl.lit("compute")).otherwise(pl.lit("memory")))
               .with_columns(lost_ns=(pl.col("kernel_ns") * (1 - pl.col("roofline_pct").clip(0, 100) / 100))))

@@ -4,7 +4,9 @@
 -- Definition:
 --   GPU ops     kernels, copies and memsets of the scope (ops that start inside the step
 --               window), each with the runtime/driver call that launched it (same process and
---               correlation id).
+--               correlation id). Transfers (copies other than device-to-device: host<->device,
+--               peer) belong to no op: they are bound by the bus, not by the device's memory,
+--               and stay in the GPU time the model does not cover (roofline_rest.sql).
 --   op calls    the calls of modelled ops (temp table roofline_names: the op names
 --               traceq.perf.cost.modelled accepts): Kineto cpu_ops, nsys NVTX ranges written by
 --               emit_nvtx (the op is the range name before its first comma), and graph_op rows
@@ -43,7 +45,8 @@
 
 CREATE OR REPLACE TEMP TABLE roofline_ops AS
 SELECT row_number() OVER () AS op_id, g.rank, g.device, g.pid, g.name, g.kind, g.category, g.tensor_core,
-       g.external_id, g.correlation, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS dur_ns
+       g.external_id, g.correlation, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS dur_ns,
+       g.kind = 'memcpy' AND coalesce(g.copy_kind, '') <> 'DtoD' AS transfer
 FROM gpu_ops g JOIN scope_window w ON w.rank = g.rank
 WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset')
   AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns));
@@ -71,42 +74,79 @@ QUALIFY row_number() OVER (PARTITION BY o.op_id ORDER BY h.start_ns) = 1;
 
 -- replayed graph kernels: the graph_op that launched them at capture
 CREATE OR REPLACE TEMP TABLE roofline_graph AS
-SELECT o.op_id, o.rank, g.pid, g.external_id, g.start_ns, g.end_ns
+SELECT o.op_id, o.rank, g.pid, g.tid, o.start_ns AS t
 FROM roofline_ops o
 JOIN host_ops g ON g.run = $run AND g.rank = o.rank AND g.kind = 'graph_op' AND g.external_id = o.external_id;
 
--- every modelled call enclosing each GPU op: around its launch on the launching thread, or
--- (replayed graph kernels) around the graph_op that launched it at capture
-CREATE OR REPLACE TEMP TABLE roofline_enclosing AS
-SELECT l.op_id, c.call_id, c.family, c.start_ns, c.end_ns
-FROM roofline_launch l
-JOIN roofline_ops o ON o.op_id = l.op_id
-JOIN roofline_calls c ON c.rank = o.rank AND c.pid = o.pid AND c.tid = l.tid AND c.via <> 'graph_op'
- AND c.start_ns <= l.call_ns AND c.end_ns >= l.call_ns
-WHERE l.op_id NOT IN (SELECT op_id FROM roofline_graph)
-UNION ALL
-SELECT x.op_id, c.call_id, c.family, c.start_ns, c.end_ns
-FROM roofline_graph x
-JOIN roofline_calls c ON c.via = 'graph_op' AND c.rank = x.rank AND c.pid = x.pid
- AND c.start_ns <= x.start_ns AND c.end_ns >= x.end_ns;
+-- the sweep, per thread and clock (host: CPU ops and NVTX ranges around launch calls; graph:
+-- graph_op spans around replayed kernels, in GPU time): call starts (outer first on a tie),
+-- call ends (before anything else at the same instant) and points (a launch call's start, a
+-- replayed kernel's start). `open` = calls open after the event: a call's depth (1 =
+-- outermost), and at a point the depth of the innermost call around it.
+CREATE OR REPLACE TEMP TABLE roofline_sweep AS
+WITH calls AS (
+    SELECT call_id, rank, pid, tid, CASE WHEN via = 'graph_op' THEN 'graph' ELSE 'host' END AS clock, start_ns, end_ns
+    FROM roofline_calls WHERE end_ns > start_ns),
+ev AS (
+    SELECT rank, pid, tid, clock, start_ns AS t, 1 AS kind, -end_ns AS tie, call_id, NULL::BIGINT AS op_id FROM calls
+    UNION ALL
+    SELECT rank, pid, tid, clock, end_ns, 0, 0, call_id, NULL FROM calls
+    UNION ALL
+    SELECT o.rank, o.pid, l.tid, 'host', l.call_ns, 2, 0, NULL, l.op_id
+    FROM roofline_launch l JOIN roofline_ops o ON o.op_id = l.op_id
+    WHERE l.op_id NOT IN (SELECT op_id FROM roofline_graph) AND NOT o.transfer
+    UNION ALL
+    SELECT rank, pid, tid, 'graph', t, 2, 0, NULL, op_id FROM roofline_graph)
+SELECT rank, pid, tid, clock, kind, call_id, op_id,
+       row_number() OVER w AS seq,
+       sum(CASE kind WHEN 1 THEN 1 WHEN 0 THEN -1 ELSE 0 END) OVER w AS open
+FROM ev
+WINDOW w AS (PARTITION BY rank, pid, tid, clock ORDER BY t, kind, tie, call_id ROWS UNBOUNDED PRECEDING);
 
--- wrappers: calls with a call of the same family inside them (a strict descendant: a
--- shorter span, or the same span and a later row)
+CREATE OR REPLACE TEMP TABLE roofline_starts AS
+SELECT rank, pid, tid, clock, seq, open AS depth, call_id FROM roofline_sweep WHERE kind = 1;
+
+-- each call's parent: the last call started at depth - 1 before it (calls on a thread nest)
+CREATE OR REPLACE TEMP TABLE roofline_parent AS
+SELECT c.call_id, c.depth, p.call_id AS parent_id
+FROM roofline_starts c
+ASOF LEFT JOIN roofline_starts p ON p.rank = c.rank AND p.pid = c.pid AND p.tid = c.tid AND p.clock = c.clock
+ AND p.depth = c.depth - 1 AND p.seq <= c.seq;
+
+-- each call and its ancestors (itself included), with their depth
+CREATE OR REPLACE TEMP TABLE roofline_chain AS
+WITH RECURSIVE up(call_id, anc_id, depth) AS (
+    SELECT call_id, call_id, depth FROM roofline_parent
+    UNION ALL
+    SELECT u.call_id, p.parent_id, p.depth - 1
+    FROM up u JOIN roofline_parent p ON p.call_id = u.anc_id
+    WHERE p.parent_id IS NOT NULL)
+SELECT * FROM up;
+
+-- wrappers: calls with a call of the same family inside them
 CREATE OR REPLACE TEMP TABLE roofline_wrappers AS
-SELECT DISTINCT c.call_id
-FROM roofline_calls c
-JOIN roofline_calls d ON d.rank = c.rank AND d.pid = c.pid AND d.tid = c.tid AND d.via = c.via
- AND d.family = c.family AND d.call_id <> c.call_id AND d.start_ns >= c.start_ns AND d.end_ns <= c.end_ns
- AND (d.start_ns > c.start_ns OR d.end_ns < c.end_ns OR d.call_id > c.call_id);
+SELECT DISTINCT a.anc_id AS call_id
+FROM roofline_chain a
+JOIN roofline_calls d ON d.call_id = a.call_id
+JOIN roofline_calls c ON c.call_id = a.anc_id
+WHERE a.anc_id <> a.call_id AND c.family = d.family;
+
+-- each GPU op's innermost enclosing call: the last call started at the point's depth
+CREATE OR REPLACE TEMP TABLE roofline_inner AS
+SELECT p.op_id, s.call_id
+FROM (SELECT * FROM roofline_sweep WHERE kind = 2 AND open > 0) p
+ASOF JOIN roofline_starts s ON s.rank = p.rank AND s.pid = p.pid AND s.tid = p.tid AND s.clock = p.clock
+ AND s.depth = p.open AND s.seq <= p.seq;
 
 -- the owner: the outermost enclosing call that is no wrapper (if every one is, the innermost)
 CREATE OR REPLACE TEMP TABLE roofline_owner AS
-SELECT e.op_id, e.call_id
-FROM roofline_enclosing e LEFT JOIN roofline_wrappers x ON x.call_id = e.call_id
-QUALIFY row_number() OVER (PARTITION BY e.op_id
+SELECT i.op_id, a.anc_id AS call_id
+FROM roofline_inner i
+JOIN roofline_chain a ON a.call_id = i.call_id
+LEFT JOIN roofline_wrappers x ON x.call_id = a.anc_id
+QUALIFY row_number() OVER (PARTITION BY i.op_id
                            ORDER BY x.call_id IS NULL DESC,
-                                    CASE WHEN x.call_id IS NULL THEN e.start_ns ELSE -e.start_ns END,
-                                    CASE WHEN x.call_id IS NULL THEN -e.end_ns ELSE e.end_ns END, e.call_id) = 1;
+                                    CASE WHEN x.call_id IS NULL THEN a.depth ELSE -a.depth END) = 1;
 
 WITH per_call AS (
     SELECT w.call_id, sum(o.dur_ns) AS gpu_ns, coalesce(sum(o.dur_ns) FILTER (WHERE o.tensor_core), 0) AS tc_ns
