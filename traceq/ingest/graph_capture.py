@@ -289,7 +289,7 @@ def match(replays, launches, pairs, ops) -> tuple:
     ks = (replays.join(chosen, on=["pid", "correlation"]).sort("start_ns", "row")
           .with_columns(k=pl.int_range(pl.len()).over("pid", "correlation", "name"),
                         j=pl.int_range(pl.len()).over("pid", "correlation"),
-                        by_name=pl.col("graph").is_in(named_graphs)))
+                        by_name=pl.col("graph").is_in(named_graphs.implode())))
     la = launches.with_columns(k=pl.int_range(pl.len()).over("graph", "kernel", order_by="pos"))
     by_name = ks.filter("by_name").join(la, left_on=["graph", "name", "k"], right_on=["graph", "kernel", "k"])
     by_order = ks.filter(~pl.col("by_name")).join(la.select("graph", "pos"), left_on=["graph", "j"], right_on=["graph", "pos"]) \
