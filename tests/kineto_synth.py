@@ -45,7 +45,8 @@ class Trace:
         """A launch call made while a graph is captured: no GPU op runs; ROCm names the
         kernel in the call's args (`kernel`)."""
         self._corr += 1
-        self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr, kernel=kernel)
+        named = {} if kernel is None else {"kernel": kernel}   # CUDA's runtime calls name no kernel
+        self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr, **named)
 
     def graph_launch(self, ts, dur, kernels, api="hipGraphLaunch", tid=HOST_TID):
         """A graph launch call at [ts, ts+dur] and the kernels it replays: (name, k_ts, k_dur)

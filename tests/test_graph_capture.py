@@ -142,6 +142,25 @@ def test_a_capture_directory_uses_execution_details_and_the_rank_of_the_file(tmp
     assert sql(tmp_path / "store", "SELECT count(*) AS n FROM host_ops WHERE kind = 'graph_op'")["n"][0] == 6
 
 
+def test_cuda_capture_without_kernel_names_is_matched_by_count_with_a_warning(tmp_path):
+    t = Trace()   # CUDA: cudaStreamBeginCapture, launch calls without a kernel arg, cudaGraphLaunch
+    t.runtime("cudaStreamBeginCapture", 100, 1)
+    t.cpu_op("aten::mm", 110, 40)
+    t.captured_launch(None, 120, 5, api="cudaLaunchKernel")
+    t.cpu_op("aten::add", 160, 30)
+    t.captured_launch(None, 170, 5, api="cudaLaunchKernel")
+    t.runtime("cudaStreamEndCapture", 200, 1)
+    capture = t.write(tmp_path / "capture.json.gz")
+    e = Trace()
+    e.graph_launch(1000, 20, [("gemm_k", 1100, 30), ("add_k", 1250, 10)], api="cudaGraphLaunch")
+    execution = e.write(tmp_path / "exec.json.gz")
+    (res,) = traceq.ingest([execution], tmp_path / "store", graph_capture=capture)
+    assert any("by kernel count alone" in w for w in res.warnings), res.warnings
+    k = sql(tmp_path / "store", "SELECT g.name, h.name AS op FROM gpu_ops g JOIN host_ops h ON h.kind = 'graph_op' "
+                                "AND h.external_id = g.external_id ORDER BY g.start_ns")
+    assert list(zip(k["name"], k["op"])) == [("gemm_k", "aten::mm"), ("add_k", "aten::add")]
+
+
 def test_capture_trace_is_part_of_the_identity(synth):
     """Re-ingesting the execution trace with (or without) capture traces is no "unchanged"
     file: it is refused without --force (the run holds it ingested the other way), replaced with it."""
