@@ -383,7 +383,7 @@ def attributing(fill: Callable, files: list[Path], rank: int, warnings: list[str
             rows, ids, notes = attribute(host, frame, *load_captures(mine))
             warnings.extend(notes)
             if rows is not None and rows.height:
-                low_id = min(low[0], int(frame_ext_min(gpu)))
+                low_id = min(low[0], int(_ext_min(gpu)))
                 shift = low_id if low_id < 0 else 0
                 rows = rows.with_columns(pl.col("external_id") + shift)
                 ids = ids.with_columns(pl.col("external_id") + shift)
@@ -399,7 +399,7 @@ def attributing(fill: Callable, files: list[Path], rank: int, warnings: list[str
     return wrapped
 
 
-def frame_ext_min(gpu) -> int:
+def _ext_min(gpu) -> int:
     import pyarrow.compute as pc
 
     m = pc.min(gpu["external_id"]).as_py()
