@@ -400,6 +400,7 @@ def attributing(fill: Callable, files: list[Path], rank: int, warnings: list[str
 
 
 def _ext_min(gpu) -> int:
+    """The least external id of the GPU rows, 0 when none is negative."""
     import pyarrow.compute as pc
 
     m = pc.min(gpu["external_id"]).as_py()
