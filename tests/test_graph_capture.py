@@ -142,6 +142,31 @@ def test_a_capture_directory_uses_execution_details_and_the_rank_of_the_file(tmp
     assert sql(tmp_path / "store", "SELECT count(*) AS n FROM host_ops WHERE kind = 'graph_op'")["n"][0] == 6
 
 
+def test_graphs_captured_alike_attribute_but_graphs_with_other_shapes_are_ambiguous(tmp_path):
+    """Two capture files whose graphs launch the same kernels: captured alike (same ops and
+    shapes, e.g. PIECEWISE pieces) -> attributed; other shapes (another batch size) -> which
+    one ran is unknown: a warning, nothing attributed."""
+    alike, other = tmp_path / "alike", tmp_path / "other"
+    capture_trace(alike / "a.json.gz")
+    capture_trace(alike / "b.json.gz")
+    capture_trace(other / "a.json.gz")
+    t = Trace()
+    t.runtime("hipStreamBeginCapture", 100, 1)
+    t.cpu_op("aten::mm", 110, 40, **{"Input Dims": [[64, 64], [64, 128]]})
+    t.captured_launch("gemm_k", 120, 5)
+    t.cpu_op("aten::add", 160, 30, **{"Input Dims": [[64, 128], [64, 128]]})
+    t.captured_launch("add_k", 170, 5)
+    t.runtime("hipStreamEndCapture", 200, 1)
+    t.write(other / "b.json.gz")
+    execution = execution_trace(tmp_path / "exec.json.gz")
+    (res,) = traceq.ingest([execution], tmp_path / "s1", graph_capture=alike)
+    assert not [w for w in res.warnings if "graph" in w]
+    assert sql(tmp_path / "s1", "SELECT count(*) AS n FROM host_ops WHERE kind = 'graph_op'")["n"][0] == 6
+    (res,) = traceq.ingest([execution], tmp_path / "s2", graph_capture=other)
+    assert any("2 replay(s) of 2 kernels match 2 captured graphs with different ops" in w for w in res.warnings)
+    assert sql(tmp_path / "s2", "SELECT count(*) AS n FROM host_ops WHERE kind = 'graph_op'")["n"][0] == 0
+
+
 def test_cuda_capture_without_kernel_names_is_matched_by_count_with_a_warning(tmp_path):
     t = Trace()   # CUDA: cudaStreamBeginCapture, launch calls without a kernel arg, cudaGraphLaunch
     t.runtime("cudaStreamBeginCapture", 100, 1)

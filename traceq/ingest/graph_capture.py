@@ -29,8 +29,10 @@ SGLang record that capture in a trace of its own, beside the execution trace. Ma
    the captured ops did), a fresh negative external_id, correlation null. Each replayed
    kernel's gpu_ops.external_id is the external_id of its innermost graph_op.
 
-Replayed memcpy/memset nodes are left unattributed (their launches at capture are copies,
-not kernels). A directory of capture traces: the files its execution_details.json lists
+With capture traces, the GPU rows of a rank are held in memory (Arrow) until the replays are
+matched, then written in their order. Replayed memcpy/memset nodes are left unattributed
+(their launches at capture are copies, not kernels). A directory of capture traces: the
+files its execution_details.json lists
 (vLLM: [{file, batch_size, mode}]), else every trace in it; of those, a file named for a
 rank (graph_capture_rank_0...) serves only that rank.
 """
