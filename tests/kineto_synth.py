@@ -26,7 +26,7 @@ class Trace:
         return ev
 
     def cpu_op(self, name, ts, dur, tid=HOST_TID, **args):
-        """A CPU op; `args` as PyTorch writes them (e.g. **{"Input Dims": [[2, 3]]})."""
+        """A cpu_op; `args` as Kineto writes them ("Input Dims", "External id", ...)."""
         return self._x("cpu_op", name, ts, dur, tid=tid, **args)
 
     def annotation(self, name, ts, dur, tid=HOST_TID):
@@ -41,6 +41,22 @@ class Trace:
         self._corr += 1
         self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr)
         self._x(cat, kernel, k_ts, k_dur, pid=GPU_PID, tid=STREAM, correlation=self._corr, device=0, stream=STREAM)
+
+    def captured_launch(self, kernel, ts, dur, api="hipLaunchKernel", tid=HOST_TID):
+        """A launch call made while a graph is captured: no GPU op runs; ROCm names the
+        kernel in the call's args (`kernel`)."""
+        self._corr += 1
+        named = {} if kernel is None else {"kernel": kernel}   # CUDA's runtime calls name no kernel
+        self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr, **named)
+
+    def graph_launch(self, ts, dur, kernels, api="hipGraphLaunch", tid=HOST_TID):
+        """A graph launch call at [ts, ts+dur] and the kernels it replays: (name, k_ts, k_dur)
+        each, all with the call's correlation id."""
+        self._corr += 1
+        self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr)
+        for name, k_ts, k_dur in kernels:
+            self._x("kernel", name, k_ts, k_dur, pid=GPU_PID, tid=STREAM, correlation=self._corr, device=0,
+                    stream=STREAM)
 
     def step(self, n, ts, dur):
         return self.annotation(f"ProfilerStep#{n}", ts, dur)

@@ -146,6 +146,7 @@ def ingest(
     output: OutputOpt = None,
     recursive: Annotated[bool, typer.Option("--recursive", "-r", help="Ingest a whole experiment tree: every trace below DIR, grouped into runs by the parameters in their names (Extra-Deep style cifar10.p8.b64.r2.mpi3.sqlite, or --name-pattern).")] = False,
     name_pattern: Annotated[Optional[str], typer.Option("--name-pattern", help="With --recursive: regex with named groups read from file names; (?P<rank>..) is the rank, (?P<run>..) the run name, other groups become labels.", show_default=False)] = None,
+    graph_capture: Annotated[Optional[str], typer.Option("--graph-capture", help="The trace of the CUDA/HIP graph capture (file, or directory of them: vLLM/SGLang write them beside the execution trace; execution_details.json picks the files): kernels replayed from the graphs are attributed to the ops that captured them.", metavar="CAPTURE_TRACE_OR_DIR", show_default=False)] = None,
     executor: ExecutorOpt = None,
     scheduler: SchedulerOpt = None,
     scheduler_file: SchedulerFileOpt = None,
@@ -156,6 +157,8 @@ def ingest(
     ingest leaves the store exactly as it was.
 
     Example: traceq ingest rank0.pt.trace.json.gz rank1.pt.trace.json.gz --run baseline --label amp=off
+
+    Example: traceq ingest graph_execution.json.gz --graph-capture capture_traces/
     """
     from .ingest.hashing import start_hashing
 
@@ -183,7 +186,7 @@ def ingest(
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=input_format, force=force,
                             jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes,
-                            assign=assign, executor=spec)
+                            assign=assign, executor=spec, graph_capture=graph_capture)
     finally:
         if progress is not None:
             progress.stop()

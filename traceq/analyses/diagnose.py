@@ -62,15 +62,21 @@ def schema() -> dict:
 
 def _launch_words(st) -> str:
     la = st.launch
-    if la is None or la.height == 0 or not la["launches"].sum():
+    if la is None or la.height == 0:
         return ""
+    replayed = int(la["graph_kernels"].sum()) if "graph_kernels" in la.columns else 0
+    graphs = (f"; {replayed:,} kernels replayed from {int(la['graph_launches'].sum()):,} graph launches "
+              "(graph replays, not launches)") if replayed else ""
+    if not la["launches"].sum():
+        return graphs
     n = int(la["launches"].sum())
     k = int(la["kernels"].sum())
     mean_cpu = float((la["mean_launch_ns"].fill_null(0) * la["launches"]).sum() / n)
     delay = float((la["mean_delay_ns"].fill_null(0) * la["launches"]).sum() / n)
     short = float((la["short_kernels_pct"] * la["kernels"]).sum() / max(k, 1))
     return (f"; launches {n:,} (mean CPU {mean_cpu / 1e3:.1f} µs, mean launch delay {delay / 1e3:.1f} µs), "
-            f"{short:.0f} % of {k:,} kernels < 10 µs, {int(la['graph_launches'].sum()):,} graph launches")
+            f"{short:.0f} % of {k:,} kernels < 10 µs, {int(la['graph_launches'].sum()):,} graph launches"
+            + (f" replaying {replayed:,} of them" if replayed else ""))
 
 
 def _no_gpu(st, facts, truncated: str | None) -> tuple[str, float, str]:

@@ -66,6 +66,19 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
     return "; ".join(parts)
 
 
+def graph_replay_notes(scope: Scope) -> list[str]:
+    """A line on the kernels replayed from CUDA/HIP graphs (queries/graph_replays.sql), if any."""
+    from ..queries import load as load_sql
+
+    r = scope.df(load_sql("graph_replays")).row(0, named=True)
+    if not r["replayed"]:
+        return []
+    how = (f"{r['attributed']:,} of them attributed to the ops that captured them" if r["attributed"] else
+           "not attributed to ops (ingest with --graph-capture CAPTURE_TRACE to attribute them)")
+    return [f"graph replays: {r['replayed']:,} kernels were replayed from {r['graph_launches']:,} CUDA/HIP graph "
+            f"launch(es), not launched one by one; {how}"]
+
+
 # ---------------------------------------------------------------- the command
 def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None) -> Out:
     cats = category.split(",") if isinstance(category, str) else category
@@ -81,6 +94,7 @@ def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
     notes = [f"advice [{f.id}, {f.gain()}]: {f.advice} — {f.evidence}" for f in fs if f.kernels]
+    notes += graph_replay_notes(scope)
     highlight = [i for i, a in enumerate(df["avoidable"]) if a]
     # short labels are made unique over every name of the run, so a filtered table reads the same
     from ..kernels.labels import short_labels

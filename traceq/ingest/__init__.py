@@ -141,6 +141,7 @@ class _Job:
     sha256: str | None   # None: still being hashed (ingest fills it in before the commit)
     size: int | None = None
     skippable: bool = False   # a file of a directory: skipped when it is not a trace
+    captures: list[Path] | None = None   # --graph-capture: the capture traces (graph_capture)
 
 
 @dataclass
@@ -187,6 +188,13 @@ def _stage(store_path: str, job: _Job) -> Staged:
     with store.scratch() as scratch:
         parsed = _read(fmt, job.path, scratch)
         rank, late = _rank(job, parsed)
+        if job.captures:
+            if parsed.fill is None or parsed.format != "kineto":
+                raise BadInput("--graph-capture needs a Kineto execution trace (this is "
+                               f"{parsed.format})", job.path)
+            from .graph_capture import attributing
+
+            parsed.fill = attributing(parsed.fill, job.captures, rank or 0, parsed.warnings)
         data = RankData(
             run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
             source_sha256=job.sha256, source_bytes=job.size, source_format=parsed.format,
@@ -233,18 +241,29 @@ def _ingest(
     assign: dict | None = None,
     executor: ExecutorSpec | None = None,
     later: dict[str, Future] | None = None,
+    graph_capture: str | Path | None = None,
 ) -> list[IngestResult]:
     """Ingest files or directories (a directory = the ranks of one run). All or nothing.
 
     `assign`: {file path: (run, labels, rank)} from an experiment tree
     (traceq.experiments.params.plan_tree); `labels` are added to the run's labels.
     Files are parsed and staged on `executor` (default: a local process pool of `jobs`);
-    the manifest is committed once, here."""
+    the manifest is committed once, here.
+
+    `graph_capture`: a capture trace, or a directory of them, of the CUDA/HIP graphs the
+    files replay (traceq.ingest.graph_capture): replayed kernels are attributed to the ops
+    that captured them; the capture traces' sha256 is part of each file's identity."""
     arrow_without_pandas.apply()   # before the first use of pyarrow (only under the command line)
     st = store if isinstance(store, Store) else Store(store)
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     files = expand(paths)
+    captures = digest = None
+    if graph_capture is not None:
+        from . import graph_capture as gc
+
+        captures = gc.capture_files(graph_capture)
+        digest = gc.digest(captures)
     if rank is not None and len(files) > 1 and not assign:
         raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
     manifest = st.manifest_rows()
@@ -279,7 +298,7 @@ def _ingest(
             raise BadInput(exc.strerror or str(exc), path) from None
         sha = None
         if None in sizes or size in sizes:   # it could be in the store already: its hash decides
-            sha = _sha(pending, path)
+            sha = _identity(_sha(pending, path), digest)
             if run is None:   # no --run: a file already in the store stays in the run it is in
                 same = [r["run"] for r in manifest if r["source_sha256"] == sha]
                 if same and run_name not in same:
@@ -296,7 +315,8 @@ def _ingest(
             later[str(path)] = pending if pending is not None else hash_later(path)
         if fmt == "auto" and path not in members:
             sniff(path)   # fail fast, before any work, on files that are not traces
-        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size, skippable=path in members))
+        todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size, skippable=path in members,
+                         captures=captures))
     _check_traces_left(members, results)
     staged: list[Staged] = []
     fresh = st.missing_root()   # a failed first ingest leaves no folder behind
@@ -312,7 +332,7 @@ def _ingest(
         _check_traces_left(members, results + skipped)
         for s in staged:
             if s.data.source_sha256 is None:
-                s.data.source_sha256 = _sha(later[s.data.source_path], Path(s.data.source_path))
+                s.data.source_sha256 = _identity(_sha(later[s.data.source_path], Path(s.data.source_path)), digest)
         _check_duplicate_ranks(staged)
         from ..clocks import align_rows
 
@@ -353,6 +373,15 @@ def _sha(pending: Future | None, path: Path) -> str:
         return pending.result() if pending is not None else sha256_file(path)
     except OSError as exc:
         raise BadInput(exc.strerror or str(exc), path) from None
+
+
+def _identity(sha: str, capture_digest: str | None) -> str:
+    """A file's identity in the manifest: its sha256, with the capture traces' when given."""
+    if capture_digest is None:
+        return sha
+    from .graph_capture import with_capture
+
+    return with_capture(sha, capture_digest)
 
 
 def _check_duplicate_ranks(staged: list[Staged]) -> None:

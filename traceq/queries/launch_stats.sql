@@ -6,15 +6,18 @@
 -- CPU launch time = the call's duration; launch delay = max(0, kernel start − call end)
 -- (HTA's launch_delay; large values mean a deep queue: the host runs ahead of the GPU,
 -- small ones with GPU idle gaps mean the GPU waits on launches). A CUDA-graph launch is a
--- host call named cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch (one call, many kernels).
+-- host call named cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch (one call, many kernels);
+-- the kernels it replays are graph replays: counted in `graph_kernels`, never as launches
+-- (their launch CPU time and delay are the graph's, not theirs).
 --
 -- Parameters: $run (text). Requires scope_window and scope_links (launch_links.sql).
 --
 -- Output columns (one row per rank with kernels):
 --   rank                 rank
 --   kernels              GPU kernels in scope
---   launches             host calls that launched one of them
+--   launches             kernels launched one by one (a launch call each; graph replays not counted)
 --   graph_launches       CUDA/HIP graph launch calls in scope
+--   graph_kernels        kernels in scope replayed from a graph (by a graph launch call)
 --   mean_launch_ns       mean CPU time of a launch call, ns
 --   mean_delay_ns        mean launch delay (kernel start − launch call end, ≥ 0), ns
 --   median_delay_ns      median launch delay, ns
@@ -31,8 +34,15 @@ WITH k AS (
     SELECT l.rank, l.call_end_ns - l.call_start_ns AS cpu_ns, greatest(l.op_start_ns - l.call_end_ns, 0) AS delay_ns
     FROM scope_links l
     JOIN scope_window w ON w.rank = l.rank
-    WHERE l.kind = 'kernel'
+    WHERE l.kind = 'kernel' AND NOT l.graph
       AND (w.lo_ns IS NULL OR (l.op_start_ns >= w.lo_ns AND l.op_start_ns < w.hi_ns))
+), replayed AS (
+    SELECT l.rank, count(*) AS n
+    FROM scope_links l
+    JOIN scope_window w ON w.rank = l.rank
+    WHERE l.kind = 'kernel' AND l.graph
+      AND (w.lo_ns IS NULL OR (l.op_start_ns >= w.lo_ns AND l.op_start_ns < w.hi_ns))
+    GROUP BY l.rank
 ), graphs AS (
     SELECT h.rank, count(*) AS n
     FROM host_ops h
@@ -51,9 +61,11 @@ WITH k AS (
     FROM l GROUP BY rank
 )
 SELECT ks.rank, ks.kernels, coalesce(ls.launches, 0) AS launches, coalesce(g.n, 0) AS graph_launches,
+       coalesce(r.n, 0) AS graph_kernels,
        ls.mean_launch_ns, ls.mean_delay_ns, ls.median_delay_ns,
        100.0 * ks.short / ks.kernels AS short_kernels_pct, ks.mean_kernel_ns
 FROM ks
 LEFT JOIN ls ON ls.rank = ks.rank
 LEFT JOIN graphs g ON g.rank = ks.rank
+LEFT JOIN replayed r ON r.rank = ks.rank
 ORDER BY ks.rank

@@ -25,11 +25,14 @@
 --   6. launch_overhead    a thread that launches GPU work (one of its runtime/driver calls
 --                         is linked by correlation id to a GPU op) is inside any other
 --                         runtime/driver call: the host is busy issuing work. Threads that
---                         never launch (e.g. NCCL watchdogs polling cudaEventQuery) do not count
+--                         never launch (e.g. NCCL watchdogs polling cudaEventQuery) do not count;
+--                         nor do graph launches (cudaGraphLaunch/hipGraphLaunch: their kernels
+--                         are graph replays, queued as one, never launch overhead)
 --   7. host_compute       a cpu_op / python op of a process that launches GPU work, with no
 --                         CUDA API call under it: the host computes (CPU-bound)
 --   8. unattributed       nothing recorded (no host activity the trace shows)
--- Only the host activity that overlaps some gap is considered. Method: one sweep over the
+-- Host ops of kind graph_op (captured ops replayed from a graph, ingest --graph-capture) hold
+-- GPU times and are no host activity. Only the host activity that overlaps some gap is considered. Method: one sweep over the
 -- edges of the gaps and of every activity level; each elementary segment inside a gap
 -- takes the lowest level covering it. The eight parts add up to the gap exactly.
 --
@@ -77,6 +80,7 @@ WITH gaps AS (
     JOIN scope_window w ON w.rank = h.rank
     JOIN devs d ON d.key.rank = h.rank
     WHERE h.run = $run AND h.end_ns > h.start_ns
+      AND h.kind <> 'graph_op'   -- captured ops replayed on the GPU (ingest --graph-capture): no host activity
     UNION ALL
     SELECT d.key, r.rank, NULL, NULL, NULL, NULL, NULL, r.start_ns, r.end_ns, 2
     FROM regions r
@@ -105,7 +109,8 @@ WITH gaps AS (
                  WHEN host_is_blocking_copy(h.kind, h.name) THEN 4
                  WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
                  WHEN host_is_memory(h.kind, h.name) THEN 5
-                 WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL THEN 6
+                 WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL
+                      AND NOT host_is_graph_launch(h.kind, h.name) THEN 6
                  WHEN h.kind IN ('cpu_op', 'python')
                       AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7
                END) AS level

@@ -34,7 +34,7 @@
 WITH rank_span AS (
     SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM (
         SELECT h.rank, h.start_ns, h.end_ns FROM host_ops h JOIN scope_window w ON w.rank = h.rank
-        WHERE h.run = $run
+        WHERE h.run = $run AND h.kind <> 'graph_op'   -- graph_op rows hold GPU times
         UNION ALL
         SELECT r.rank, r.start_ns, r.end_ns FROM regions r JOIN scope_window w ON w.rank = r.rank
         WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu'

@@ -28,7 +28,7 @@ WITH reg AS (
     WHERE run = $run AND coalesce(domain, '') <> 'gpu'
 ), host_end AS (
     SELECT rank, max(end_ns) AS end_ns FROM (
-        SELECT rank, end_ns FROM host_ops WHERE run = $run
+        SELECT rank, end_ns FROM host_ops WHERE run = $run AND kind <> 'graph_op'   -- graph_op: GPU times
         UNION ALL
         SELECT rank, end_ns FROM reg
     ) GROUP BY rank

@@ -30,6 +30,11 @@ MEMORY = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaHostRegister", "cudaHo
           "hipHostUnregister")
 
 
+# a CUDA/HIP graph launch: one call, many kernels, replayed from the graph on the GPU (the
+# kernels carry the call's correlation id); never launch overhead of those kernels
+GRAPH_LAUNCH = r"^(cuda|cu|hip)GraphLaunch"
+
+
 # one-off start-up: CUDA/HIP context creation, module and library loading (every kernel
 # image is loaded on first use), run-time compilation (NVRTC/hipRTC, the driver's linker)
 WARMUP_API = (r"^(cuInit|cuCtxCreate|cuDevicePrimaryCtxRetain|hipInit|hipCtxCreate|hipDevicePrimaryCtxRetain"
@@ -63,6 +68,8 @@ CREATE OR REPLACE MACRO host_is_blocking_copy(kind, name) AS
     kind IN ('runtime', 'driver') AND regexp_matches(name, {_quoted(COPY)}) AND NOT contains(name, 'Async');
 CREATE OR REPLACE MACRO host_is_memory(kind, name) AS
     kind IN ('runtime', 'driver') AND regexp_matches(name, {memory});
+CREATE OR REPLACE MACRO host_is_graph_launch(kind, name) AS
+    kind IN ('runtime', 'driver') AND regexp_matches(name, {_quoted(GRAPH_LAUNCH)});
 CREATE OR REPLACE MACRO is_warmup_name(name) AS
     regexp_matches(name, {_quoted(WARMUP_REGION)}) AND NOT regexp_matches(name, {_quoted(WARMUP_NOT)});
 CREATE OR REPLACE MACRO host_is_warmup(kind, name) AS

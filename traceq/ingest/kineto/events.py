@@ -52,6 +52,9 @@ class Args(msgspec.Struct, gc=False):
     input_types: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     input_strides: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Strides")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    # runtime/driver launch calls (ROCm): the name of the kernel the call launches; the one
+    # record of a kernel launched into a graph under capture (it does not run then)
+    kernel: Text = None
 
 
 class Fields(msgspec.Struct, gc=False):

@@ -26,7 +26,8 @@ else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*
 `collective`/`pg_name`/`pg_desc` = args "Collective name"/"Process Group Name"/"Process Group
 Description" when strings (numbers as their text; `pg_name` falls back on the older "Process
 Group ID", as text); `group_size` = args "Group size";
-`seq` = args "Seq" (the collective's sequence number in its process group).
+`seq` = args "Seq" (the collective's sequence number in its process group);
+`launch_kernel` = args "kernel" of runtime/driver calls (`LAUNCH_CATS`; null elsewhere).
 The arg columns from `stream` to `seq` are read only for events of `ARG_CATS` (GPU activity and
 GPU-side annotations: the only rows translation takes them from) and are null elsewhere;
 building them for every host event cost as much as all the other columns together.
@@ -62,6 +63,9 @@ RAW_SCHEMA = pa.schema([
     # record_shapes=True on CPU ops: the args as compact JSON arrays (-> host_ops as is)
     ("input_dims", pa.string()), ("input_types", pa.string()), ("input_strides", pa.string()),
     ("concrete_inputs", pa.string()),
+    # runtime/driver calls only (`LAUNCH_CATS`): args.kernel, the kernel a launch call launches
+    # (ROCm writes it; traceq.ingest.graph_capture matches the launches of a graph capture by it)
+    ("launch_kernel", pa.string()),
 ])
 SHAPE_COLS = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 
@@ -79,6 +83,8 @@ ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation", "User_annotation", 
 ARG_CATS = GPU_CATS | {"gpu_user_annotation", "Gpu_user_annotation"}
 # CPU ops (the categories torch.profiler has written them under): the events with SHAPE_COLS
 OP_CATS = ("cpu_op", "Operator", "operator", "CPU_OP")
+# events whose `launch_kernel` translation's graph matching reads: the runtime/driver calls
+LAUNCH_CATS = frozenset({"cuda_runtime", "Runtime", "runtime", "cuda_driver", "Driver", "driver"})
 
 
 @dataclass
@@ -155,3 +161,4 @@ _BE = _arrow_set(("B", "E"))
 _GPU = _arrow_set(GPU_CATS)
 ARG_CAT_SET = _arrow_set(ARG_CATS)   # ARG_CATS as an Arrow value set (`arrow_kernels.is_in`)
 OP_CAT_SET = _arrow_set(OP_CATS)
+LAUNCH_CAT_SET = _arrow_set(LAUNCH_CATS)

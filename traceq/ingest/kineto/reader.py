@@ -42,6 +42,21 @@ def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> 
         raise
 
 
+def decode_file(path: Path, workdir: Path) -> Decoded:
+    """Decode the trace file `path` into raw parts in `workdir` (`decode_text`; a .gz is
+    inflated into `workdir` first and removed once decoded)."""
+    text_path, mm = open_text(path, workdir)
+    try:
+        return decode_text(text_path, mm, workdir, path)
+    finally:
+        try:
+            mm.close()
+        except BufferError:   # a slice still refers to it: the collector frees it
+            pass
+        if text_path != path:
+            text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
+
+
 def _devices(trace: Trace) -> list[dict]:
     out = []
     for d in (trace.deviceProperties or trace.computeProperties or []):
@@ -68,16 +83,7 @@ def read(path: Path, workdir: Path | None = None) -> Parsed:
     if workdir is None:
         return _read_in_memory(Path(path))
     path, workdir = Path(path), Path(workdir)
-    text_path, mm = open_text(path, workdir)
-    try:
-        decoded = decode_text(text_path, mm, workdir, path)
-    finally:
-        try:
-            mm.close()
-        except BufferError:   # a slice still refers to it: the collector frees it
-            pass
-        if text_path != path:
-            text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
+    decoded = decode_file(path, workdir)
     meta = decoded.meta
     info = meta.distributedInfo if isinstance(meta.distributedInfo, dict) else {}
     late: list[str] = []   # the clock warning, reported after translation's warnings

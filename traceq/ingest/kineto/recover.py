@@ -258,7 +258,7 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[Event]:
                 seq=num(a.get("Seq")),
                 input_dims=_json_arg(a.get("Input Dims")), input_dims_lc=_json_arg(a.get("Input dims")),
                 input_types=_json_arg(a.get("Input type")), input_strides=_json_arg(a.get("Input Strides")),
-                concrete_inputs=_json_arg(a.get("Concrete Inputs")))
+                concrete_inputs=_json_arg(a.get("Concrete Inputs")), kernel=_name_arg(a.get("kernel")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else to_int(v)  # noqa: E731
         out.append(Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),

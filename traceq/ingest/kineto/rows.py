@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from ... import arrow_kernels as ak
 from .events import Args, Fields
-from .raw import ARG_CAT_SET, OP_CAT_SET, RAW_SCHEMA, SpanFacts, remove_part
+from .raw import ARG_CAT_SET, LAUNCH_CAT_SET, OP_CAT_SET, RAW_SCHEMA, SpanFacts, remove_part
 
 
 CHUNK = 16384          # events per typed decode (`recover.decode_slices`) and per `_columns` call
@@ -174,6 +174,7 @@ def _columns(evs: list[Fields], gpu: bool) -> dict[str, pa.Array]:
         }
         cols.update(arg_cols if len(at) == n else _spread(arg_cols, is_arg))
     cols.update(_shape_columns(args, cols["cat"]))
+    cols["launch_kernel"] = _launch_kernels(args, cols["cat"])
     return cols
 
 
@@ -223,6 +224,16 @@ def _utf8(raw) -> str | None:
         return bytes(raw).decode() if raw else None
     except UnicodeDecodeError:
         return None
+
+
+def _launch_kernels(args: list, cat: pa.Array) -> pa.Array:
+    """args.kernel of the runtime/driver calls (`raw.LAUNCH_CATS`), null for other events."""
+    is_call = ak.is_in(cat, LAUNCH_CAT_SET)
+    calls = ak.call("indices_nonzero", is_call)
+    if len(calls) == 0:
+        return pa.nulls(len(args), pa.string())
+    named = _str_col([args[i].kernel for i in calls.to_pylist()])
+    return named if len(calls) == len(args) else _spread({"k": named}, is_call)["k"]
 
 
 def _spread(cols: dict[str, pa.Array], at: pa.BooleanArray) -> dict[str, pa.Array]:
