@@ -217,3 +217,25 @@ def test_gpu_bound_diagnose_gains_the_efficiency_view(tmp_path):
     assert eff["mfu_pct"] == pytest.approx(round(100 * 20 * FLOP / 2000e-6 / 989.4e12, 3))
     assert eff["worst"][0]["op"] == "aten::addmm" and eff["worst"][0]["kernel_ns"] == 2_000_000
     assert "MFU" in run["evidence"] and "aten::addmm" in run["evidence"]
+
+
+def test_graph_replayed_gemms_are_attributed_to_captured_ops(tmp_path):
+    """vLLM decode run as a full HIP graph, ingested with its capture trace: the replayed
+    GEMMs belong to the captured aten::addmm/mm (inside vllm::rocm_unquantized_gemm, a wrapper
+    of the same family) with TraceLens' calls, FLOPs, kernel time (1 %) and TFLOP/s (3 %)."""
+    v = TRACELENS / "inference" / "vllm_decode_full"
+    if not v.exists():
+        pytest.skip("../shared/traces is absent")
+    ingest([v / "graph_execution.json.gz"], store=tmp_path / "s", jobs=1, graph_capture=v / "capture_traces")
+    df, rest, _ = roofline_scoped(open_scope(tmp_path / "s"))
+    ours = {(r["op"], json.dumps(json.loads(r["input_dims"]))): r for r in df.to_dicts()}
+    theirs = {(op, dims): t for (op, dims, _, _), t in _tracelens_rows(v / "perf_csvs", ("GEMM.csv",)).items()
+              if op.startswith("aten::")}
+    assert len(theirs) == 4
+    for key, t in theirs.items():
+        r = ours[key]
+        assert (r["calls"], r["flop"]) == (t["calls"], round(t["gflop"] * 1e9)), key
+        assert r["kernel_ns"] == pytest.approx(t["kernel_us"] * 1e3, rel=0.01), key
+        assert r["tflops"] == pytest.approx(t["tflops_x_n"] / t["calls"], rel=0.03), key
+    # every replayed kernel has a captured op: none is reported as an unknown graph replay
+    assert not rest["graph_replay"].any()

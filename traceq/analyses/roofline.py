@@ -177,6 +177,9 @@ def efficiency_of(df: pl.DataFrame, span: dict, device: str | None, spec, peak_t
 
 def roofline_scoped(scope: Scope, peak_tflops: float | None = None, peak_tbps: float | None = None):
     """(table, unmodelled GPU ops, Efficiency) of a scope."""
+    from ..queries import install_macros
+
+    install_macros(scope.con)
     shapes = _register_names(scope)
     groups = run_script(scope.con, "roofline", {"run": scope.run})
     rest = run_script(scope.con, "roofline_rest")

@@ -66,7 +66,7 @@ SELECT row_number() OVER () AS call_id, * FROM (
 
 -- the launch call of each GPU op (one: a correlation carried by two calls keeps the first)
 CREATE OR REPLACE TEMP TABLE roofline_launch AS
-SELECT o.op_id, h.tid, h.start_ns AS call_ns, h.name AS call_name
+SELECT o.op_id, h.tid, h.start_ns AS call_ns, h.name AS call_name, h.kind AS call_kind
 FROM roofline_ops o
 JOIN host_ops h ON h.run = $run AND h.rank = o.rank AND h.pid = o.pid AND h.correlation = o.correlation
  AND h.kind IN ('runtime', 'driver')
