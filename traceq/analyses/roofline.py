@@ -4,7 +4,8 @@ time of the op's calls (every GPU op its subtree launched), achieved TFLOP/s and
 calls), the arithmetic intensity, the device's peaks (traceq/rules/gpus.toml) and the share of
 the roofline min(peak compute, intensity × peak bandwidth) reached. Headline: MFU over the GPU
 span, the share of GPU time the model covers, the op losing the most time against its roofline.
-SQL: traceq/queries/roofline.sql, roofline_rest.sql, roofline_span.sql.
+Which op call owns each GPU op: traceq/engine/op_owner.py (SQL: traceq/queries/op_calls.sql,
+op_points.sql).
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from ..engine.scope import Scope
 from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from ..queries import run_script
 from .spec import Analysis, Block, Column, Out, Param, Result
 
 REPORT_ROWS = 30
@@ -71,28 +71,60 @@ def _devices(scope: Scope) -> list[str]:
     return sorted(n for (n,) in rows if n)
 
 
-def _register_names(scope: Scope) -> bool:
-    """Temp table roofline_names: the op names of the scope the performance model covers.
-    Returns whether any CPU op or NVTX range of the scope records input shapes."""
+def _names(scope: Scope) -> tuple[dict[str, str], bool]:
+    """({op name: family} of the scope's op names the performance model covers, whether any CPU
+    op or NVTX range of the scope records input shapes)."""
     from ..perf.cost import family_of
-    from ..store import register_pl
 
     names = scope.con.execute(
         "SELECT DISTINCT name FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'graph_op') "
         "AND rank IN (SELECT rank FROM scope_window) "
         "UNION SELECT DISTINCT trim(split_part(name, ',', 1)) FROM regions WHERE run = $run AND source = 'nvtx' "
         "AND input_dims IS NOT NULL AND rank IN (SELECT rank FROM scope_window)", {"run": scope.run}).fetchall()
-    kept = sorted({(n, f) for (n,) in names if n and (f := family_of(n))})
-    register_pl(scope.con, "roofline_names_df", pl.DataFrame(kept, schema={"name": pl.String, "family": pl.String},
-                                                             orient="row"))
-    scope.con.execute("CREATE OR REPLACE TEMP TABLE roofline_names AS SELECT * FROM roofline_names_df")
-    scope.con.unregister("roofline_names_df")
+    kept = {n: f for (n,) in names if n and (f := family_of(n))}
     shapes = scope.con.execute(
         "SELECT (SELECT count(*) FROM (SELECT 1 FROM host_ops WHERE run = $run AND kind IN ('cpu_op', 'graph_op') "
         "AND input_dims IS NOT NULL AND rank IN (SELECT rank FROM scope_window) LIMIT 1)) + "
         "(SELECT count(*) FROM (SELECT 1 FROM regions WHERE run = $run AND source = 'nvtx' AND input_dims IS NOT NULL "
         "AND rank IN (SELECT rank FROM scope_window) LIMIT 1))", {"run": scope.run}).fetchone()[0]
-    return bool(shapes)
+    return kept, bool(shapes)
+
+
+def groups_of(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """One row per op and arguments (op, input dims, input types, concrete inputs: what the
+    FLOP count depends on) over the calls that own GPU work: calls, kernel_ns (their GPU ops'
+    summed durations), inv_ns_mean (mean over calls of 1 / the call's GPU ns: flop times it is
+    the mean achieved flop/ns), tensor_core_ns (the part in tensor-core kernels), ranks."""
+    per_call = (ops.filter(pl.col("owner").is_not_null())
+                .group_by("owner").agg(gpu_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
+                                       tc_ns=(pl.col("end_ns") - pl.col("start_ns")).filter(pl.col("tensor_core")).sum()))
+    keys = ["op", "family", "input_dims", "input_types", "concrete_inputs"]
+    return (per_call.join(calls.with_row_index("owner").select("owner", "rank", *keys), on="owner")
+            .group_by(keys).agg(calls=pl.len(), kernel_ns=pl.col("gpu_ns").sum(),
+                                inv_ns_mean=(1.0 / pl.when(pl.col("gpu_ns") > 0).then(pl.col("gpu_ns"))).mean(),
+                                tensor_core_ns=pl.col("tc_ns").sum(), ranks=pl.col("rank").n_unique())
+            .with_columns(pl.col("calls").cast(pl.Int64), pl.col("kernel_ns").cast(pl.Int64),
+                          pl.col("tensor_core_ns").cast(pl.Int64))
+            .sort(["kernel_ns", "op", "input_dims"], descending=[True, False, False], nulls_last=True))
+
+
+def rest_of(ops: pl.DataFrame) -> pl.DataFrame:
+    """The GPU time no modelled call owns, per GPU op name: category, kind, count, total_ns and
+    graph_replay (replayed from a CUDA/HIP graph without a known captured op)."""
+    return (ops.filter(pl.col("owner").is_null())
+            .group_by("name").agg(pl.col("category").first(), pl.col("kind").first(), count=pl.len(),
+                                  total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
+                                  graph_replay=pl.col("graph_replay").any())
+            .with_columns(pl.col("count").cast(pl.Int64), pl.col("total_ns").cast(pl.Int64))
+            .sort(["total_ns", "name"], descending=[True, False]))
+
+
+def span_of(ops: pl.DataFrame) -> dict:
+    """span_ns: Σ over ranks and devices of last GPU op end − first start (the MFU denominator);
+    gpu_ns: summed GPU op time."""
+    per = ops.group_by("rank", "device").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min(),
+                                             busy=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    return {"span_ns": int(per["span"].sum() or 0), "gpu_ns": int(per["busy"].sum() or 0)}
 
 
 def _parse(text):
@@ -177,15 +209,13 @@ def efficiency_of(df: pl.DataFrame, span: dict, device: str | None, spec, peak_t
 
 def roofline_scoped(scope: Scope, peak_tflops: float | None = None, peak_tbps: float | None = None):
     """(table, unmodelled GPU ops, Efficiency) of a scope."""
-    from ..queries import install_macros
+    from ..engine.op_owner import owned
 
-    install_macros(scope.con)
-    shapes = _register_names(scope)
-    groups = run_script(scope.con, "roofline", {"run": scope.run})
-    rest = run_script(scope.con, "roofline_rest")
-    span = run_script(scope.con, "roofline_span").row(0, named=True)
+    names, shapes = _names(scope)
+    calls, ops = owned(scope, names)
+    rest, span = rest_of(ops), span_of(ops)
     device, spec, _ = _spec(scope)
-    df = model_rows(groups, spec, peak_tflops, peak_tbps)
+    df = model_rows(groups_of(calls, ops), spec, peak_tflops, peak_tbps)
     eff = efficiency_of(df, span, device, spec, peak_tflops, shapes)
     return df, rest, eff
 
