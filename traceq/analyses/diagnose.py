@@ -187,6 +187,8 @@ def efficiency(one: Scope) -> dict | None:
 
 def efficiency_words(eff: dict) -> str:
     """The efficiency view in the evidence: what the GPU's busy time achieved."""
+    from .roofline import dims_words
+
     parts = [f"efficiency on {eff['device'] or 'an unrecorded device'}: "
              + (f"MFU {eff['mfu_pct']:.1f} % of {eff['mfu_peak_tflops']:,.0f} TFLOP/s {eff['mfu_dtype']}"
                 if eff["mfu_pct"] is not None else "MFU unknown (device peaks unknown: traceq roofline --peak-tflops)")
@@ -194,7 +196,7 @@ def efficiency_words(eff: dict) -> str:
     worst = [w for w in eff["worst"] if w["roofline_pct"] is not None]
     if worst:
         parts.append("furthest below their roofline by time lost: " + ", ".join(
-            f"{w['op']} {json.dumps(w['input_dims'], separators=(',', ':'))} at {w['roofline_pct']:.0f} % "
+            f"{w['op']} {dims_words(w['input_dims'])} at {w['roofline_pct']:.0f} % "
             f"({w['bound']}-bound, {w['kernel_ns'] / 1e6:,.2f} ms)" for w in worst) + " (traceq roofline)")
     return "; ".join(parts)
 

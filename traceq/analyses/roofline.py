@@ -247,9 +247,16 @@ def headline(df: pl.DataFrame, eff: Efficiency, scope: Scope) -> str:
         parts.append(f"the model covers {eff.modelled_pct:.1f} % of GPU op time")
     if eff.worst:
         w = eff.worst[0]
-        parts.append(f"furthest below its roofline by time: {w['op']} {_fmt_dims(json.dumps(w['input_dims']))} at "
+        parts.append(f"furthest below its roofline by time: {w['op']} {dims_words(w['input_dims'])} at "
                      f"{w['roofline_pct']:.0f} % ({w['bound']}-bound, {w['kernel_ns'] / 1e6:,.2f} ms)")
     return "; ".join(parts)
+
+
+def dims_words(dims) -> str:
+    """Input dims (a list) for a sentence: compact, trailing scalars left out, at most 48 chars."""
+    from ..text import shorten
+
+    return shorten(_fmt_dims(json.dumps(dims), scalars=False), 48)
 
 
 ROW_FIELDS = tuple(c.name for c in COLUMNS)
