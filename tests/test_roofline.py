@@ -201,8 +201,9 @@ def test_nsys_emit_nvtx_ranges_are_op_calls(tmp_path):
 
 
 def test_gpu_bound_diagnose_gains_the_efficiency_view(tmp_path):
-    """Back-to-back GEMMs (no idle): diagnose says gpu-bound and its evidence and JSON carry
-    the efficiency view: MFU and the op furthest below its roofline."""
+    """Back-to-back GEMMs (no idle): diagnose says gpu-bound and its evidence carries the
+    efficiency view: MFU and the op furthest below its roofline (diagnose's JSON keeps its
+    shape, an interface; the numbers as JSON are roofline's "efficiency")."""
     t = Trace("NVIDIA H100 80GB HBM3")
     for i in range(20):
         t.cpu_op("aten::addmm", 10 * i, 8, **ADDMM)
@@ -211,12 +212,13 @@ def test_gpu_bound_diagnose_gains_the_efficiency_view(tmp_path):
     out = CliRunner().invoke(app, ["diagnose", "--store", str(store), "-f", "json"])
     assert out.exit_code == 0, out.output
     run = json.loads(out.output)["runs"][0]
-    assert run["bound"] == "gpu"
-    eff = run["efficiency"]
-    # 20 calls · FLOP in the 2000 µs span against bf16 989.4 TFLOP/s
-    assert eff["mfu_pct"] == pytest.approx(round(100 * 20 * FLOP / 2000e-6 / 989.4e12, 3))
-    assert eff["worst"][0]["op"] == "aten::addmm" and eff["worst"][0]["kernel_ns"] == 2_000_000
-    assert "MFU" in run["evidence"] and "aten::addmm" in run["evidence"]
+    assert run["bound"] == "gpu" and "efficiency" not in run
+    # 20 calls · FLOP in the 2000 µs span against bf16 989.4 TFLOP/s: MFU 3.4 %
+    mfu = 100 * 20 * FLOP / 2000e-6 / 989.4e12
+    assert f"MFU {mfu:.1f} % of 989 TFLOP/s bf16" in run["evidence"]
+    # the op: 2,000 µs of GEMMs, memory-bound, at 100 · (FLOP / 100 µs) / (intensity · 3.35 TB/s) %
+    pct = 100 * (FLOP / 100e-6 / 1e12) / (FLOP / BYTES * 3.35)
+    assert f"aten::addmm [[512],[128,256],[256,512]] at {pct:.0f} % (memory-bound, 2.00 ms)" in run["evidence"]
 
 
 def test_graph_replayed_gemms_are_attributed_to_captured_ops(tmp_path):

@@ -29,8 +29,6 @@ time); the gaps >= --min-gap-us the causes are measured on are a part of it.
 """
 from __future__ import annotations
 
-import json
-
 from ..advice import evidence_for, findings
 from ..advice.base import floor_words
 from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, bound_of, shares
@@ -57,7 +55,7 @@ def schema() -> dict:
                          "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
     return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
             "evidence": pl.String, "gpu_idle_pct": pl.Float64, "findings": pl.List(finding),
-            "also_seen": pl.List(finding), "efficiency": pl.String, "stepped": pl.Boolean}
+            "also_seen": pl.List(finding), "stepped": pl.Boolean}
 
 
 def _launch_words(st) -> str:
@@ -167,8 +165,7 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         if eff is not None:
             ev += "; " + efficiency_words(eff)
         verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped,
-                       "efficiency": None if eff is None else json.dumps(eff)}
+                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped}
         findings_cache.save(one, key, fs, verdict_row)
     return {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
 
@@ -191,7 +188,9 @@ def efficiency_words(eff: dict) -> str:
 
     parts = [f"efficiency on {eff['device'] or 'an unrecorded device'}: "
              + (f"MFU {eff['mfu_pct']:.1f} % of {eff['mfu_peak_tflops']:,.0f} TFLOP/s {eff['mfu_dtype']}"
-                if eff["mfu_pct"] is not None else "MFU unknown (device peaks unknown: traceq roofline --peak-tflops)")
+                if eff["mfu_pct"] is not None else
+                "MFU unknown (" + ("the trace records no dtypes)" if eff["peaks_known"] else
+                                   "device peaks unknown: traceq roofline --peak-tflops)"))
              + f", the performance model covers {eff['modelled_pct'] or 0:.0f} % of GPU op time"]
     worst = [w for w in eff["worst"] if w["roofline_pct"] is not None]
     if worst:
@@ -245,17 +244,15 @@ def compute(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> Out:
 
 
 def to_json(res: Result) -> dict:
-    rows = res.df.drop("stepped").select(
-        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen",
-        "efficiency").to_dicts()
-    for r in rows:
-        r["efficiency"] = None if r["efficiency"] is None else json.loads(r["efficiency"])
-    return {"runs": rows}
+    # the shape is an interface (issue 31): a gpu-bound rank's efficiency view is in its evidence;
+    # its numbers as JSON are `traceq roofline -f json`'s "efficiency"
+    return {"runs": res.df.drop("stepped").select(
+        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen").to_dicts()}
 
 
 def csv_tables(res: Result) -> list:
     """One row per finding, the rank's verdict repeated."""
-    flat = (res.df.drop("stepped", "also_seen", "efficiency").rename({"evidence": "bound_evidence"}).explode("findings")
+    flat = (res.df.drop("stepped", "also_seen").rename({"evidence": "bound_evidence"}).explode("findings")
             .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
     return [(None, flat)]
 
@@ -334,8 +331,8 @@ ANALYSIS = Analysis(
          "is diagnosed one rank per task on the executor.\n\n"
          "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", \"gpu_idle_pct\", "
          "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}], "
-         "\"also_seen\": [...], \"efficiency\": {MFU and the ops furthest below their roofline, on a gpu-bound "
-         "rank; else null}}]}; CSV: one row per finding, the rank's verdict repeated.",
+         "\"also_seen\": [...]}]} (a gpu-bound rank's evidence ends with the efficiency view: MFU and the ops "
+         "furthest below their roofline, from traceq roofline); CSV: one row per finding, the rank's verdict repeated.",
     examples=("traceq diagnose --format json",),
     compute=compute,
     params=(Param("min_gap_us", float, DEFAULT_MIN_GAP_US, "Smallest GPU idle gap to count, µs.", "US"),

@@ -23,12 +23,13 @@ NO_SHAPES = ("the trace records no input shapes: profile with record_shapes=True
              "emit_nvtx(record_shapes=True) under nsys, to get FLOPs and bytes per op")
 
 COLUMNS = (
-    Column("op", "the op (aten::mm, ...): the innermost modelled op enclosing the GPU work's launch"),
+    Column("op", "the op (aten::mm, ...) whose calls own the GPU work: of the modelled ops around its launch, "
+                 "the outermost that is no wrapper of a same-family op (aten::linear yields to aten::addmm)"),
     Column("category", "the model's op family: gemm, attention, conv, norm, softmax, elementwise, reduce, embedding"),
     Column("input_dims", "the op's input dims as the trace gives them (a list of lists; JSON: a list)"),
     Column("input_types", "the op's input dtypes as the trace gives them (null from nsys)"),
     Column("calls", "op calls that launched GPU work"),
-    Column("kernel_ns", "GPU time of all GPU ops the calls launched, memsets included, ns"),
+    Column("kernel_ns", "GPU time of all GPU ops the calls launched, memsets included"),
     Column("flop", "floating-point operations per call (the model's formula)"),
     Column("bytes", "minimal bytes moved per call: each input read once, the output written once", "bytes"),
     Column("tflops", "achieved TFLOP/s (1e12 flop/s): mean over calls of flop / the call's GPU time"),

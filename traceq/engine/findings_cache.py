@@ -123,8 +123,7 @@ def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list
         v = doc["verdict"]
         verdict = {"bound": str(v["bound"]), "bound_share_pct": float(v["bound_share_pct"]),
                    "evidence": str(v["evidence"]), "gpu_idle_pct": v.get("gpu_idle_pct"),
-                   "stepped": bool(v["stepped"]),
-                   "efficiency": v["efficiency"] if isinstance(v.get("efficiency"), str) else None}
+                   "stepped": bool(v["stepped"])}
         return key, (verdict, _findings(doc))
     except (TypeError, KeyError, AttributeError, ValueError):
         return key, None
@@ -132,7 +131,7 @@ def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list
 
 def save(scope, key: str | None, fs: list[Finding], verdict: dict | None = None) -> None:
     """Keep the scope's findings (and diagnose's verdict: bound, bound_share_pct, evidence,
-    gpu_idle_pct, stepped, efficiency) under `key` (None: the cache is off)."""
+    stepped) under `key` (None: the cache is off)."""
     if key is None:
         return
     path = _path(scope)
