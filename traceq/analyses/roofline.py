@@ -106,7 +106,8 @@ def groups_of(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
                                 tensor_core_ns=pl.col("tc_ns").sum(), ranks=pl.col("rank").n_unique())
             .with_columns(pl.col("calls").cast(pl.Int64), pl.col("kernel_ns").cast(pl.Int64),
                           pl.col("tensor_core_ns").cast(pl.Int64))
-            .sort(["kernel_ns", "op", "input_dims"], descending=[True, False, False], nulls_last=True))
+            .sort(["kernel_ns", "op", "input_dims", "input_types", "concrete_inputs"],
+                  descending=[True, False, False, False, False], nulls_last=True))
 
 
 def rest_of(ops: pl.DataFrame) -> pl.DataFrame:
@@ -196,12 +197,15 @@ def efficiency_of(df: pl.DataFrame, span: dict, device: str | None, spec, peak_t
                      span_ns, gpu_ns, flop, shapes)
     if known.height:
         by = (known.with_columns(f=pl.col("flop") * pl.col("calls")).group_by("dtype", "unit")
-              .agg(pl.col("f").sum(), pl.col("peak_tflops").max()).sort("f", descending=True))
+              .agg(pl.col("f").sum(), pl.col("peak_tflops").max())
+              .sort(["f", "dtype", "unit"], descending=[True, False, False], nulls_last=True))
         top = by.row(0, named=True)
         eff.peak_dtype, eff.peak_tflops = top["dtype"], top["peak_tflops"]
         if eff.peak_tflops and span_ns:
             eff.mfu_pct = round(100 * flop / (span_ns * 1e-9) / (eff.peak_tflops * 1e12), 3)
-        worst = known.filter(pl.col("lost_ns").is_not_null()).sort("lost_ns", descending=True).head(3)
+        worst = (known.filter(pl.col("lost_ns").is_not_null())
+                 .sort(["lost_ns", "op", "input_dims", "input_types", "concrete_inputs"],
+                       descending=[True, False, False, False, False], nulls_last=True).head(3))
         eff.worst = [{"op": r["op"], "input_dims": _parse(r["input_dims"]), "kernel_ns": r["kernel_ns"],
                       "tflops": r["tflops"], "roofline_pct": r["roofline_pct"], "bound": r["bound"],
                       "lost_ns": round(r["lost_ns"])} for r in worst.iter_rows(named=True)]
@@ -351,10 +355,14 @@ def figure(df: pl.DataFrame, eff: Efficiency):
     pts = df.filter(pl.col("tflops").is_not_null() & pl.col("intensity").is_not_null() & (pl.col("tflops") > 0))
     if not pts.height:
         return None
-    roofs = (pts.filter(pl.col("peak_tflops").is_not_null()).group_by("dtype", "unit")
-             .agg(pl.col("peak_tflops").first()).sort("peak_tflops", descending=True))
+    # one roof per distinct peak, named by the dtypes and units that have it (fp32 on matrix
+    # units is the vector peak: one roof)
+    roofs = (pts.filter(pl.col("peak_tflops").is_not_null())
+             .with_columns(label=pl.col("dtype").fill_null("?") + " " + pl.col("unit").fill_null("?"))
+             .group_by("peak_tflops").agg(pl.col("label").unique().sort().str.join("/"))
+             .sort("peak_tflops", descending=True))
     bw = pts["peak_tbps"].drop_nulls()
-    return roofline_figure(pts, [(f"{r['dtype']} {r['unit']}", r["peak_tflops"]) for r in roofs.iter_rows(named=True)],
+    return roofline_figure(pts, [(r["label"], r["peak_tflops"]) for r in roofs.iter_rows(named=True)],
                            bw[0] if len(bw) else None, eff.device)
 
 
