@@ -25,6 +25,7 @@ CASES = {
     "diff": (["slow_dataloader", "fast_dataloader"], {"top": 4}),
     "ranks": ([], {"run": "nsys_sample"}),
     "compare": ([], {"baseline": "fast_dataloader"}),
+    "roofline": ([], {"run": "slow_dataloader", "peak_tflops": 100.0}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.
@@ -116,6 +117,14 @@ def test_cli_json_table_and_python_api_agree(work, name):
         _same(doc["ranks"], json.loads(json.dumps(df.select(RANKS_COLUMNS).to_dicts(), default=str)))
         _same(doc["collectives"], df.tables["collectives"].select(COLLECTIVE_COLUMNS).to_dicts())
         assert df.run == kw["run"] and df.headline.startswith(f"run {kw['run']}, 1 rank")
+    elif name == "roofline":    # the common document + the efficiency view; dims and types as lists
+        assert doc["analysis"] == name and doc["run"] == kw["run"] and doc["headline"] == df.headline
+        assert set(doc["efficiency"]) >= {"device", "mfu_pct", "modelled_pct", "worst"}
+        as_text = [{k: (json.dumps(v, separators=(",", ":")) if k in ("input_dims", "input_types") and v is not None
+                        else v) for k, v in row.items() if k != "run"} for row in doc["rows"]]
+        _same(as_text, api_rows)
+        _same(doc["unmodelled"], json.loads(json.dumps(df.tables["unmodelled"].to_dicts(), default=str)))
+        assert doc["units"]["kernel_ns"] == "ns" and doc["units"]["roofline_pct"] == "%"
     else:                       # diff keeps its fixed shape
         assert set(doc) == {"categories", "kernels", "regions", "headline"}
         _same(doc["kernels"], api_rows)
