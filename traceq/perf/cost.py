@@ -2,23 +2,23 @@
 -> OpCost | None and `modelled(name)`; which names are modelled, and how their arguments are
 laid out, is data in traceq/perf/ops.toml.
 
-Nesting (how the roofline analysis uses these names): each GPU kernel goes to the INNERMOST
-modelled CPU op enclosing its launch, and that op's GPU time is every GPU op in its subtree
-not taken by an inner modelled op, memsets and layout transposes included (TraceLens'
-PerfModel + TreePerf do the same). Hence:
+Nesting (how the roofline analysis uses these names; traceq/engine/op_owner.py): a GPU op
+goes to the OUTERMOST modelled CPU op around its launch that is no *wrapper* (a call with a
+call of its own family inside it), and that op's GPU time is every GPU op in its subtree not
+taken that way, memsets and layout transposes included (TraceLens' PerfModel + TreePerf also
+give an op its subtree's kernels). Hence:
 - aten::convolution is modelled, aten::_convolution / cudnn_convolution / miopen_convolution
   are not: the bias add and the NCHW<->NHWC transposes they launch stay with the convolution;
-- aten::linear -> aten::addmm (or -> matmul -> mm) gives the inner GEMM its kernels; the
-  wrapper is modelled only for a call whose inner ops are not;
+- aten::linear -> aten::addmm (or -> matmul -> mm): the wrapper yields to the inner GEMM;
 - aten::scaled_dot_product_attention -> _scaled_dot_product_flash_attention ->
   _flash_attention_forward gives the middle op (TraceLens' SDPA_fwd row): the innermost
-  _flash_attention_* / _efficient_attention_* ops are NOT modelled. The math fallback of SDPA
-  (bmm, softmax, ...) gives those inner ops their own kernels;
+  _flash_attention_* / _efficient_attention_* ops are NOT modelled. Without an inner attention
+  op (SDPA's math fallback: bmm, softmax, ...), scaled_dot_product_attention owns them all;
 - aten::to / _to_copy are not modelled: the aten::copy_ inside carries the kernel and both
   dtypes; layer_norm -> native_layer_norm and batch_norm -> native/cudnn/miopen_batch_norm give
   the inner op;
-- a modelled op inside another (a copy_ that makes a GEMM operand contiguous) takes its own
-  kernel away from the outer op: the outer's time is then its GEMM alone.
+- an op of another family inside a modelled op (a copy_ that makes a GEMM operand contiguous)
+  leaves its kernel to the outer op, whose time is then its whole subtree's.
 The [not_modelled] table of ops.toml lists the names left out on purpose, with the reason.
 """
 from __future__ import annotations
