@@ -68,8 +68,9 @@ def headline(df: pl.DataFrame, scope: Scope, labels: dict | None = None) -> str:
 
 def graph_replay_notes(scope: Scope) -> list[str]:
     """A line on the kernels replayed from CUDA/HIP graphs (queries/graph_replays.sql), if any."""
-    from ..queries import load as load_sql
+    from ..queries import install_macros, load as load_sql
 
+    install_macros(scope.con)
     r = scope.df(load_sql("graph_replays")).row(0, named=True)
     if not r["replayed"]:
         return []

@@ -97,8 +97,8 @@ def groups_of(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     summed durations), inv_ns_mean (mean over calls of 1 / the call's GPU ns: flop times it is
     the mean achieved flop/ns), tensor_core_ns (the part in tensor-core kernels), ranks."""
     per_call = (ops.filter(pl.col("owner").is_not_null())
-                .group_by("owner").agg(gpu_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
-                                       tc_ns=(pl.col("end_ns") - pl.col("start_ns")).filter(pl.col("tensor_core")).sum()))
+                .group_by("owner").agg(gpu_ns=pl.col("dur_ns").sum(),
+                                       tc_ns=pl.col("dur_ns").filter(pl.col("tensor_core")).sum()))
     keys = ["op", "family", "input_dims", "input_types", "concrete_inputs"]
     return (per_call.join(calls.with_row_index("owner").select("owner", "rank", *keys), on="owner")
             .group_by(keys).agg(calls=pl.len(), kernel_ns=pl.col("gpu_ns").sum(),
@@ -115,7 +115,7 @@ def rest_of(ops: pl.DataFrame) -> pl.DataFrame:
     graph_replay (replayed from a CUDA/HIP graph without a known captured op)."""
     return (ops.filter(pl.col("owner").is_null())
             .group_by("name").agg(pl.col("category").first(), pl.col("kind").first(), count=pl.len(),
-                                  total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
+                                  total_ns=pl.col("dur_ns").sum(),
                                   graph_replay=pl.col("graph_replay").any())
             .with_columns(pl.col("count").cast(pl.Int64), pl.col("total_ns").cast(pl.Int64))
             .sort(["total_ns", "name"], descending=[True, False]))
@@ -125,7 +125,7 @@ def span_of(ops: pl.DataFrame) -> dict:
     """span_ns: Σ over ranks and devices of last GPU op end − first start (the MFU denominator);
     gpu_ns: summed GPU op time."""
     per = ops.group_by("rank", "device").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min(),
-                                             busy=(pl.col("end_ns") - pl.col("start_ns")).sum())
+                                             busy=pl.col("dur_ns").sum())
     return {"span_ns": int(per["span"].sum() or 0), "gpu_ns": int(per["busy"].sum() or 0)}
 
 
@@ -139,19 +139,18 @@ def _parse(text):
 
 
 def _spec(scope: Scope):
+    """(the device name the scope records, its DeviceSpec): the first name traceq knows, else
+    the first name with no spec (None, None without a recorded device)."""
     from ..perf.devices import device_spec
 
     names = _devices(scope)
-    specs = [(n, device_spec(n)) for n in names]
-    known = [(n, s) for n, s in specs if s is not None]
-    if known:
-        return known[0][0], known[0][1], names
-    return (names[0] if names else None), None, names
+    known = [(n, s) for n in names if (s := device_spec(n)) is not None]
+    return known[0] if known else ((names[0] if names else None), None)
 
 
 def model_rows(groups: pl.DataFrame, spec, peak_tflops: float | None, peak_tbps: float | None) -> pl.DataFrame:
-    """The roofline table from roofline.sql's groups: the model's cost per row, achieved rates
-    and the device's roofline."""
+    """The roofline table from groups_of's rows: the model's cost per row, achieved rates and
+    the device's roofline."""
     from ..perf.cost import op_cost
 
     out: dict[str, list] = {k: [] for k in ("category", "flop", "bytes", "dtype", "unit", "peak_tflops", "peak_tbps")}
@@ -219,7 +218,7 @@ def roofline_scoped(scope: Scope, peak_tflops: float | None = None, peak_tbps: f
     names, shapes = _names(scope)
     calls, ops = owned(scope, names)
     rest, span = rest_of(ops), span_of(ops)
-    device, spec, _ = _spec(scope)
+    device, spec = _spec(scope)
     df = model_rows(groups_of(calls, ops), spec, peak_tflops, peak_tbps)
     eff = efficiency_of(df, span, device, spec, peak_tflops, shapes)
     return df, rest, eff

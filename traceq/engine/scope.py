@@ -56,7 +56,9 @@ class Scope:
         with the runtime/driver call that launched it, joined once for the queries that need it.
         `empty`: only its columns (a query that names it but reads none of it), unless built."""
         if not self._links_ready:
-            from ..queries import load as load_sql
+            from ..queries import install_macros, load as load_sql
+
+            install_macros(self.con)
             sql = load_sql("launch_links")
             self.df("CREATE OR REPLACE TEMP TABLE scope_links AS " + (f"SELECT * FROM ({sql}) WHERE false" if empty else sql))
             self._links_ready = not empty

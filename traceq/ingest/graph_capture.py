@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInput, TraceqError
+from ..rules.host_api import GRAPH_LAUNCH
 from .common import NotATrace, rank_from_filename
 
-GRAPH_LAUNCH = r"^(cuda|cu|hip)GraphLaunch"
 _BEGIN = r"^(cuda|cu|hip)StreamBeginCapture"
 _END = r"^(cuda|cu|hip)StreamEndCapture"
 _KERNEL_LAUNCH = r"(?i)Launch(Cooperative)?Kernel|LaunchKernel"

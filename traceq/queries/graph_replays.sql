@@ -7,7 +7,7 @@
 -- host_ops row of kind graph_op (a captured op, replayed) of its rank. Kernels that start
 -- inside the step window.
 --
--- Parameters: $run (text). Requires scope_window.
+-- Parameters: $run (text). Requires scope_window and the host-API macros (traceq/rules/host_api.py).
 --
 -- Output columns (one row):
 --   replayed        kernels in scope replayed from a graph
@@ -17,7 +17,7 @@ WITH calls AS (
     SELECT h.rank, h.pid, h.correlation
     FROM host_ops h
     WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
-      AND regexp_matches(h.name, '^(cuda|cu|hip)GraphLaunch') AND h.rank IN (SELECT rank FROM scope_window)
+      AND host_is_graph_launch(h.kind, h.name) AND h.rank IN (SELECT rank FROM scope_window)
 ), k AS (
     SELECT g.rank, g.correlation, g.external_id
     FROM gpu_ops g

@@ -9,7 +9,7 @@
 -- hipGraphLaunch (traceq.rules.host_api.GRAPH_LAUNCH) replays a graph: its ops are graph
 -- replays (`graph`), not ops that call launched one by one.
 --
--- Parameters: $run (text). Requires scope_window.
+-- Parameters: $run (text). Requires scope_window and the host-API macros (traceq/rules/host_api.py).
 --
 -- Output columns (one row per op and call):
 --   rank, device, pid        where the op ran and the process that launched it
@@ -20,7 +20,7 @@
 --   graph                    true when the call is a graph launch (the op is replayed from a graph)
 SELECT g.rank, g.device, g.pid, h.tid, g.kind, g.start_ns AS op_start_ns, g.end_ns AS op_end_ns,
        h.start_ns AS call_start_ns, h.end_ns AS call_end_ns,
-       regexp_matches(h.name, '^(cuda|cu|hip)GraphLaunch') AS graph
+       host_is_graph_launch(h.kind, h.name) AS graph
 FROM gpu_ops g
 JOIN host_ops h ON h.run = g.run AND h.rank = g.rank AND h.pid = g.pid AND h.correlation = g.correlation
 WHERE g.run = $run AND g.kind IN ('kernel', 'memcpy', 'memset') AND g.correlation IS NOT NULL

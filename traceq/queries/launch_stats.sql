@@ -10,7 +10,8 @@
 -- the kernels it replays are graph replays: counted in `graph_kernels`, never as launches
 -- (their launch CPU time and delay are the graph's, not theirs).
 --
--- Parameters: $run (text). Requires scope_window and scope_links (launch_links.sql).
+-- Parameters: $run (text). Requires scope_window, scope_links (launch_links.sql) and the host-API
+-- macros (traceq/rules/host_api.py).
 --
 -- Output columns (one row per rank with kernels):
 --   rank                 rank
@@ -47,9 +48,7 @@ WITH k AS (
     SELECT h.rank, count(*) AS n
     FROM host_ops h
     JOIN scope_window w ON w.rank = h.rank
-    WHERE h.run = $run AND h.kind IN ('runtime', 'driver')
-      AND (starts_with(h.name, 'cudaGraphLaunch') OR starts_with(h.name, 'cuGraphLaunch')
-           OR starts_with(h.name, 'hipGraphLaunch'))
+    WHERE h.run = $run AND host_is_graph_launch(h.kind, h.name)
       AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns))
     GROUP BY h.rank
 ), ks AS (

@@ -19,6 +19,7 @@
 --   rank, device, pid   where it ran
 --   name, kind, category, tensor_core   the GPU op (gpu_ops)
 --   start_ns, end_ns    the GPU op, ns
+--   dur_ns              end_ns - start_ns, ns
 --   clock, tid, t_ns    its point (null: no op can own it)
 --   graph_replay        replayed from a graph without a known captured op
 WITH ops AS (
@@ -41,6 +42,7 @@ graph AS (
     WHERE run = $run AND kind = 'graph_op' AND rank IN (SELECT rank FROM scope_window)
     GROUP BY rank, external_id)
 SELECT o.rank, o.device, o.pid, o.name, o.kind, o.category, o.tensor_core, o.start_ns, o.end_ns,
+       o.end_ns - o.start_ns AS dur_ns,
        CASE WHEN o.transfer THEN NULL WHEN x.tid IS NOT NULL THEN 'graph' WHEN l.tid IS NOT NULL THEN 'host' END AS clock,
        CASE WHEN x.tid IS NOT NULL THEN x.tid ELSE l.tid END AS tid,
        CASE WHEN x.tid IS NOT NULL THEN o.start_ns ELSE l.call_ns END AS t_ns,
