@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 
-def ensure_venv(venv: Path, spec: str, version_code: str, log=print) -> tuple[Path | None, str]:
+def ensure_venv(venv: Path, spec: str, version_code: str, log=print,
+                extra: tuple[str, ...] = ()) -> tuple[Path | None, str]:
     """The venv's python and the tool's version, installing `spec` (pkg==version) when the
     venv is missing or holds another version; (None, why) when that fails.
-    `version_code` is Python that imports the tool and prints its version."""
+    `version_code` is Python that imports the tool and prints its version; `extra` are pins
+    installed with it (an old pandas the tool needs)."""
     py = venv / "bin" / "python"
     check = [str(py), "-c", version_code]
     if py.exists():
@@ -22,7 +24,7 @@ def ensure_venv(venv: Path, spec: str, version_code: str, log=print) -> tuple[Pa
     shutil.rmtree(venv, ignore_errors=True)
     try:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec],
+        r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec, *extra],
                            capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
             return None, "pip install failed: " + r.stderr[-500:]
