@@ -117,8 +117,10 @@ def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None
 
 def view(res: Result) -> list[Block]:
     df = res.df.with_columns(identity=pl.col("name").replace_strict(res.value, default=None))
-    # the plugin's Kernel view columns when the trace has them; they go first when width is short
-    extra = [c for c in KERNEL_VIEW if c in df.columns and df[c].drop_nulls().len()]
+    # the plugin's Kernel view columns (--window tb) when the trace has them; they go first when
+    # width is short (JSON and CSV always have them)
+    tb = res.params.get("window") == "tb"
+    extra = [c for c in KERNEL_VIEW if tb and c in df.columns and df[c].drop_nulls().len()]
     shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns",
                       "max_ns", "stddev_ns", *extra)
     return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight,
@@ -176,7 +178,8 @@ ANALYSIS = Analysis(
         Param("category", str, None, "Only these categories, comma-separated (e.g. transpose,memset).",
               "CAT[,CAT]", flags=("-c",)),
         Param("window", str, "all", "all: the kernels, copies and memsets of the scope (--steps). tb: the "
-              "TensorBoard profiler plugin's Kernel view scope: every kernel of the trace, no copies or memsets.",
+              "TensorBoard profiler plugin's Kernel view: every kernel of the trace, no copies or memsets, and "
+              "its columns (tensor_cores, blocks_per_sm, est_occupancy_pct) in the terminal too.",
               "all|tb", flags=("-w",), choices=WINDOWS),
     ),
     columns=sql_columns("hotspots", Column("advice", "what to change for avoidable work (null otherwise)"),
