@@ -199,6 +199,31 @@ def test_ingest_fills_kernels_of_a_trace_that_records_none(tmp_path):
     assert g.rows() == [(10.0, 80.0, 25.0), (10.0, 80.0, 25.0)]
 
 
+def test_ingest_fills_nsys_kernels_from_target_info_gpu(tmp_path):
+    """CloverLeaf on an A100 (nsys 2024.5, CC 8.0, 108 SMs; blocks of 256 threads = 8 warps). The
+    grids of ~115k blocks (~1067 per SM) leave the occupancy to the registers: regs * 32 rounded up
+    to 256 per warp, 16384 per sub-partition -> 42 regs: 1536, 10 warps, 40 per SM, 5 blocks, 62.5 %
+    -> 63; 36-40 regs: 1280, 12 -> 6 blocks, 75 %; 58: 2048, 8 -> 4 blocks, 50 %; 32: 1024 -> 8
+    blocks, 100 %. par_reduce_kernel's grids of 256 blocks (2.370370 per SM) limit it: 2.37 * 256 /
+    2048 = 29.6 % -> 30."""
+    path = shared_trace("nsys/pipit/perlmutter-cloverleaf-cuda.sqlite")
+    ingest([path], store=tmp_path / "s", jobs=1)
+    g = traceq.open_store(tmp_path / "s").sql(
+        "SELECT grid_x * grid_y * grid_z AS grid, block_x * block_y * block_z AS threads, registers, "
+        "blocks_per_sm, warps_per_sm, est_occupancy_pct FROM gpu_ops WHERE kind = 'kernel'")
+    assert g.height == 1312 and g["est_occupancy_pct"].null_count() == 0
+    for r in g.iter_rows(named=True):
+        bps = np.float32(r["grid"]) / np.float32(108)
+        assert r["blocks_per_sm"] == round(float(bps), 6)
+        assert r["warps_per_sm"] == round(float(bps * np.float32(r["threads"]) / np.float32(32)), 6)
+    big = g.filter(pl.col("grid") > 100_000)
+    want = {42: 63.0, 36: 75.0, 38: 75.0, 40: 75.0, 58: 50.0, 32: 100.0}
+    for regs, pct in want.items():
+        got = big.filter(pl.col("registers") == regs)["est_occupancy_pct"].unique().to_list()
+        assert got == [pct], regs
+    assert g.filter(pl.col("grid") == 256)["est_occupancy_pct"].unique().to_list() == [30.0]
+
+
 # ------------------------------------------------------------- hotspots: the plugin's Kernel view
 def _kernel_args(bps, occ, grid=(1, 1, 1)):
     return {"blocks per SM": bps, "est. achieved occupancy %": occ, "warps per SM": bps, "grid": list(grid),
