@@ -28,9 +28,12 @@ B is the smallest of four limits, per compute capability (CC):
   traces. Else (SM shared memory, aligned up to the architecture's carveout sizes) // per block.
 
 Kineto prints the two ratios with 6 decimals and the occupancy as a whole percent; so do we.
-AMD GPUs (warp size 64): blocks (work-groups) per CU and wavefronts per CU are computed; the
-occupancy stays null (traces record neither VGPRs nor LDS per kernel, and no sound rule from
-grid and block alone exists).
+AMD GPUs (warp size 64; Kineto's HIP build reports CDNA GPUs as CC 9.x): all three stay null.
+The "grid" of ROCm traces is not one unit: blocks for kernels launched by hipLaunchKernel /
+hipModuleLaunchKernel, work-items (the global size) for hipExtModuleLaunchKernel (hipBLASLt,
+MIOpen: on the shared MI300 traces every such grid is a multiple of its block, the others mostly
+not), and gpu_ops does not say which API launched a kernel; the occupancy would need VGPR and LDS
+use per kernel, which traces do not record.
 Everything is null where a needed input (grid, block, registers, shared memory, a device
 property) is missing, or the compute capability is one cuda_occupancy.h does not know.
 """
@@ -181,11 +184,9 @@ def occupancy(grid_blocks, block_threads, registers, shared_memory, props: dict)
     n = grid.shape[0]
     nan = np.full(n, np.nan)
     sms = props.get("sm_count")
-    if not isinstance(sms, int) or sms <= 0:
+    if not isinstance(sms, int) or sms <= 0 or is_amd(props):
         return {k: nan.copy() for k in OUTPUT}
-    warp = props.get("warp_size") if is_amd(props) else 32     # Kineto divides by 32 on NVIDIA
-    if not isinstance(warp, int) or warp <= 0:
-        warp = 64
+    warp = 32                          # Kineto divides by 32, whatever the device
     known = ~np.isnan(grid) & ~np.isnan(threads)
     g32 = np.where(known, grid, 0).astype(np.float32)
     t32 = np.where(known, threads, 0).astype(np.float32)
