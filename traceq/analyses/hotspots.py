@@ -17,7 +17,7 @@ from ..queries import load as load_sql
 from .spec import Analysis, Block, Column, Out, Param, Result, sql_columns
 
 REPORT_ROWS = 40
-# the plugin's Kernel view columns: shown in the terminal when the trace has them and width allows
+# the plugin's Kernel view columns: in the terminal under --window tb, when the trace has them
 KERNEL_VIEW = ("tensor_cores", "blocks_per_sm", "est_occupancy_pct")
 WINDOWS = ("all", "tb")
 

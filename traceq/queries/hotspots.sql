@@ -39,12 +39,11 @@
 --   ranks         number of ranks the name appears on
 --   tensor_cores  the kernel runs on tensor/matrix cores by its name (gpu_ops.tensor_core,
 --                 traceq.kernels.tensor_cores); NULL for copies and memsets
---   blocks_per_sm duration-weighted mean of the calls' blocks per SM (grid blocks / SM count;
---                 above 1: more blocks than SMs, the SM efficiency estimate is 100 %); NULL when
---                 no call records it
---   est_occupancy_pct duration-weighted mean of the calls' estimated achieved occupancy, %
---                 (Kineto's: active warps per SM / max warps per SM, limited by the grid and by
---                 the CUDA occupancy calculator); NULL when no call records it
+--   blocks_per_sm  duration-weighted mean of the calls' blocks per SM (grid blocks / SM count;
+--                 above 1: more blocks than SMs); NULL when no call records it
+--   est_occupancy_pct  duration-weighted mean of the calls' estimated achieved occupancy, %
+--                 (Kineto's: active threads per SM / max threads per SM, limited by the grid and
+--                 by the CUDA occupancy calculator); NULL when no call records it
 WITH ops AS (
     SELECT g.name, g.identity, g.library, g.category, g.kind, g.rank, g.src_kind, g.dst_kind,
            g.tensor_core, g.blocks_per_sm, g.est_occupancy_pct,
