@@ -2,11 +2,11 @@
 and the typed decode `EVENTS`) and the event args translation reads (`Args`).
 
 `EVENTS` decodes a JSON list of events into structs of a union tagged by `ph`: the kept
-phases (X, B, E) in full, every other phase of the Trace Event Format as a struct without
+phases (X, B, E) and instant events (i: the `[memory]` events) in full, every other phase of the Trace Event Format as a struct without
 fields, whose values msgspec skips unread (a third of a Kineto trace's events are flows).
 Any other `ph` (missing, unknown, not text, or a key repeated with another value) fails the
 typed decode; the decoders then coerce that chunk event by event (`recover`),
-keeping only X, B and E too.
+keeping only X, B, E and `[memory]` instants too.
 """
 from __future__ import annotations
 
@@ -55,6 +55,13 @@ class Args(msgspec.Struct, gc=False):
     # runtime/driver launch calls (ROCm): the name of the kernel the call launches; the one
     # record of a kernel launched into a graph under capture (it does not run then)
     kernel: Text = None
+    # `[memory]` instant events (ph "i"): the allocator's record of one allocation or free
+    mem_device_type: Num = msgspec.field(default=None, name="Device Type")
+    mem_device_id: Num = msgspec.field(default=None, name="Device Id")
+    mem_addr: Num = msgspec.field(default=None, name="Addr")
+    mem_bytes: Num = msgspec.field(default=None, name="Bytes")
+    mem_total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
+    mem_total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
 
 
 class Fields(msgspec.Struct, gc=False):
@@ -95,7 +102,13 @@ class _E(_Kept, tag="E"):
     ph: ClassVar[str] = "E"
 
 
-OTHER_PHASES = "iICbneSTpFstfPNODMVvRc()="   # chrome://tracing's Trace Event Format, all but X, B and E
+class _I(_Kept, tag="i"):
+    """Instant events: decoded in full for the `[memory]` ones (rows.RawWriter keeps those
+    apart, as memory events; the raw relation has no instant events)."""
+    ph: ClassVar[str] = "i"
+
+
+OTHER_PHASES = "ICbneSTpFstfPNODMVvRc()="   # chrome://tracing's Trace Event Format, all but X, B, E and i
 _SKIPPED = tuple(msgspec.defstruct(f"_Phase{i}", [], gc=False, tag_field="ph", tag=ph, namespace={"ph": ph})
                  for i, ph in enumerate(OTHER_PHASES))
 
@@ -119,5 +132,5 @@ class Trace(msgspec.Struct, gc=False):
     hostname: Any = None
 
 
-EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, *_SKIPPED)]])
+EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, _I, *_SKIPPED)]])
 ANY_LIST = msgspec.json.Decoder(list[Any])
