@@ -125,7 +125,7 @@ def attribute(nodes: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, 
              .with_columns(look=pl.when(pl.col("kind") == 1).then(pl.col("depth") - 1).otherwise(pl.col("depth")))
              .filter(pl.col("look") > 0).sort("pos"))
     found = looks.join_asof(starts.rename({"depth": "look"}).sort("pos"), on="pos", by=[*keys, "look"],
-                            strategy="backward", allow_exact_matches=False)
+                            strategy="backward", allow_exact_matches=False, check_sortedness=False)
     parent = found.filter(pl.col("node_id").is_not_null()).select("node_id", parent="owner")
     owner = found.filter(pl.col("ev_id").is_not_null()).select("ev_id", node="owner")
 
@@ -158,7 +158,8 @@ def attribute(nodes: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, 
 
     def before(col: str) -> pl.Series:
         probe = nodes.select(*keys, "node_id", t=pl.col(col)).sort("t")
-        hit = probe.join_asof(times.sort("t"), on="t", by=keys, strategy="backward", allow_exact_matches=False)
+        hit = probe.join_asof(times.sort("t"), on="t", by=keys, strategy="backward", allow_exact_matches=False,
+                             check_sortedness=False)
         return hit.sort("node_id")["n"].fill_null(0)
 
     nodes = nodes.sort("node_id").with_columns(processed=before("end_ns") > before("start_ns"))
@@ -226,7 +227,8 @@ def step_at(points: pl.DataFrame, steps: pl.DataFrame | None) -> pl.Series:
     p = points.with_row_index("i").with_columns(pl.col("rank").cast(pl.Int32))
     s = steps.select(pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.String), t=pl.col("start_ns"),
                      end=pl.col("end_ns")).sort("t")
-    hit = (p.filter(pl.col("t").is_not_null()).sort("t").join_asof(s, on="t", by="rank", strategy="backward")
+    hit = (p.filter(pl.col("t").is_not_null()).sort("t").join_asof(s, on="t", by="rank", strategy="backward",
+                                                                     check_sortedness=False)
            .with_columns(step=pl.when(pl.col("t") < pl.col("end")).then(pl.col("step"))))
     return p.join(hit.select("i", "step"), on="i", how="left").sort("i")["step"]
 
@@ -331,15 +333,6 @@ def view(res: Result) -> list[Block]:
     return blocks
 
 
-def _json(res: Result) -> dict:
-    doc = {"analysis": "memory", "run": res.run, "rank": res.rank, "steps": res.steps, "labels": res.labels,
-           "headline": res.headline, "notes": res.notes, "units": res.units(),
-           "rows": res.rows_df(res.df).to_dicts()}
-    for name in ("devices", "steps", "timeline"):
-        doc[name] = res.tables[name].to_dicts()
-    return doc
-
-
 # ---------------------------------------------------------------- the report
 def report_section(ctx) -> list:
     """The memory curve per device (allocated and reserved) and the devices table."""
@@ -400,7 +393,6 @@ ANALYSIS = Analysis(
     sort=("rank", "device", "allocation_size_bytes descending", "name"),
     drop_first=("self_allocation_size_bytes", "self_allocation_count", "allocation_count"),
     view=view,
-    json=_json,
     report="Memory: the curve and peaks per device",
     report_section=report_section,
     order=38,
