@@ -296,7 +296,12 @@ def memory_scoped(scope: Scope) -> dict:
 
 
 def _gib(b) -> str:
-    return "–" if b is None else f"{b / 2**30:,.2f} GiB" if abs(b) >= 2**30 else f"{b / 2**20:,.1f} MiB"
+    if b is None:
+        return "–"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= size:
+            return f"{b / size:,.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{b:,} B"
 
 
 def headline(tables: dict, scope: Scope) -> str:
