@@ -5,6 +5,7 @@ per-operator table exact)."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -164,8 +165,9 @@ def test_peaks_equal_the_plugin_in_bytes(plugin_case):
     assert {_device_name(p["device_type"], p["device"]): int(p["peak_reserved"]) for p in ref["peak_reserved"]} == \
         {d: r["peak_reserved_bytes"] for d, r in dev.items()}
     assert sum(r["allocations"] + r["frees"] for r in dev.values()) == ref["records"]
-    # the first record at the peak (tb_dump's _memory_peak_times), µs -> ns
-    assert {_device_name(p["device_type"], p["device"]): round(p["peak_at_us"] * 1000) for p in ref["peak_times"]} == \
+    # the first record at the peak (tb_dump's _memory_peak_times), µs -> ns in decimal (no float rounding)
+    assert {_device_name(p["device_type"], p["device"]): int(Decimal(repr(p["peak_at_us"])) * 1000)
+            for p in ref["peak_times"]} == \
         {d: r["peak_at_ns"] for d, r in dev.items()}
 
 
