@@ -95,75 +95,104 @@ def attribute(nodes: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, 
     merged (absorbed by a same-name parent), processed (holds an event of its thread)),
     (events with node = the innermost node around it, null when none).
 
-    One sweep per thread, in polars: node starts (+1), node ends (−1) and points (the events,
-    and the nodes of zero duration: they hold nothing) sorted by time, ends first at an instant,
-    then starts (the longer first), then points; the running count is the depth; a node's
-    parent is the last node started one level up, a point's node the last started at its depth."""
-    nodes = (nodes.sort(["rank", "tid", "start_ns", "end_ns"], descending=[False, False, False, True],
-                        maintain_order=True)
+    One sweep over every thread, in polars: node starts (+1), node ends (−1) and points (the
+    events, and the nodes of zero duration: they hold nothing) sorted by thread and time, ends
+    first at an instant, then starts (the longer first), then points; the running count is the
+    depth (each thread's starts and ends balance, so one running sum serves all threads); a
+    node's parent is the last node started one level up, a point's node the last started at
+    its depth (as-of joins)."""
+    import numpy as np
+
+    threads = (pl.concat([nodes.select("rank", "tid"), events.filter(pl.col("tid").is_not_null())
+                          .select(pl.col("rank").cast(pl.Int32), pl.col("tid").cast(pl.Int64))])
+               .unique().sort("rank", "tid").with_row_index("g").with_columns(pl.col("g").cast(pl.Int64)))
+    nodes = (nodes.join(threads, on=["rank", "tid"])
+             .sort(["g", "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
              .with_row_index("node_id").with_columns(pl.col("node_id").cast(pl.Int64)))
-    ev = events.with_row_index("ev_id").with_columns(pl.col("ev_id").cast(pl.Int64))
-    keys = ["rank", "tid"]
+    ev = (events.with_row_index("ev_id").with_columns(pl.col("ev_id").cast(pl.Int64))
+          .join(threads, on=["rank", "tid"], how="left", maintain_order="left"))
     span = nodes.filter(pl.col("end_ns") > pl.col("start_ns"))
     flat = nodes.filter(pl.col("end_ns") <= pl.col("start_ns"))
-    sweep = pl.concat([
-        span.select(*keys, t=pl.col("start_ns"), kind=pl.lit(1, pl.Int8), neg_end=-pl.col("end_ns"),
-                    node_id="node_id", ev_id=pl.lit(None, pl.Int64)),
-        span.select(*keys, t=pl.col("end_ns"), kind=pl.lit(0, pl.Int8), neg_end=pl.lit(0, pl.Int64),
-                    node_id="node_id", ev_id=pl.lit(None, pl.Int64)),
-        flat.select(*keys, t=pl.col("start_ns"), kind=pl.lit(2, pl.Int8), neg_end=pl.lit(0, pl.Int64),
-                    node_id="node_id", ev_id=pl.lit(None, pl.Int64)),
-        ev.filter(pl.col("tid").is_not_null())
-          .select(pl.col("rank").cast(pl.Int32), pl.col("tid").cast(pl.Int64), t=pl.col("start_ns"),
-                  kind=pl.lit(2, pl.Int8), neg_end=pl.lit(0, pl.Int64), node_id=pl.lit(None, pl.Int64), ev_id="ev_id"),
-    ]).sort([*keys, "t", "kind", "neg_end", "node_id", "ev_id"], nulls_last=True)
-    sweep = sweep.with_columns(
-        depth=pl.when(pl.col("kind") == 1).then(1).when(pl.col("kind") == 0).then(-1).otherwise(0)
-        .cast(pl.Int32).cum_sum().over(keys)).with_row_index("pos")
-    starts = sweep.filter(pl.col("kind") == 1).select(*keys, "pos", "depth", owner="node_id")
+    none = pl.lit(None, pl.Int64)
+    sweep = pl.concat([   # concatenated in the order that breaks ties: starts by node_id (the longer first)
+        span.select("g", t=pl.col("end_ns"), kind=pl.lit(0, pl.Int8), node_id="node_id", ev_id=none),
+        span.select("g", t=pl.col("start_ns"), kind=pl.lit(1, pl.Int8), node_id="node_id", ev_id=none),
+        flat.select("g", t=pl.col("start_ns"), kind=pl.lit(2, pl.Int8), node_id="node_id", ev_id=none),
+        ev.filter(pl.col("g").is_not_null()).select("g", t=pl.col("start_ns"), kind=pl.lit(2, pl.Int8),
+                                                    node_id=none, ev_id="ev_id"),
+    ])
+    sweep = sweep.sort(_sweep_key(sweep), maintain_order=True)
+    sweep = sweep.with_columns(depth=pl.when(pl.col("kind") == 1).then(1).when(pl.col("kind") == 0).then(-1)
+                               .otherwise(0).cast(pl.Int32).cum_sum()).with_row_index("pos")
+    starts = sweep.filter(pl.col("kind") == 1).select("pos", look=_level("g", "depth"), owner="node_id")
     looks = (sweep.filter(pl.col("kind") != 0)
              .with_columns(look=pl.when(pl.col("kind") == 1).then(pl.col("depth") - 1).otherwise(pl.col("depth")))
-             .filter(pl.col("look") > 0).sort("pos"))
-    found = looks.join_asof(starts.rename({"depth": "look"}).sort("pos"), on="pos", by=[*keys, "look"],
-                            strategy="backward", allow_exact_matches=False, check_sortedness=False)
-    parent = found.filter(pl.col("node_id").is_not_null()).select("node_id", parent="owner")
-    owner = found.filter(pl.col("ev_id").is_not_null()).select("ev_id", node="owner")
+             .filter(pl.col("look") > 0).with_columns(look=_level("g", "look")))
+    found = looks.join_asof(starts, on="pos", by="look", strategy="backward", allow_exact_matches=False,
+                            check_sortedness=False)
+    n_nodes, n_ev = nodes.height, ev.height
+    parent = _scatter(n_nodes, found.filter(pl.col("node_id").is_not_null()), "node_id", "owner")
+    owner = _scatter(n_ev, found.filter(pl.col("ev_id").is_not_null()), "ev_id", "owner")
+    # processed: the node's [start, end) holds an event of its thread: events come between its
+    # start and its end in the sweep (ends before points, starts before points at an instant)
+    seen = sweep.select("kind", "node_id", n=pl.col("ev_id").is_not_null().cast(pl.Int64).cum_sum())
+    at_start = _scatter(n_nodes, seen.filter(pl.col("kind") == 1), "node_id", "n")
+    at_end = _scatter(n_nodes, seen.filter(pl.col("kind") == 0), "node_id", "n")
+    nodes = nodes.with_columns(parent=_series(parent), processed=_series(at_end - at_start).fill_null(0) > 0)
 
-    nodes = nodes.join(parent, on="node_id", how="left")
     # an op whose only child is an op of the same name absorbs it (repeatedly down a chain)
-    kids = nodes.group_by("parent").agg(n_kids=pl.len())
-    info = nodes.select(pl.col("node_id").alias("parent"), p_name="name", p_op="op_type")
-    nodes = (nodes.join(kids, on="parent", how="left").join(info, on="parent", how="left")
-             .with_columns(merged=((pl.col("n_kids") == 1) & (pl.col("name") == pl.col("p_name"))
-                                   & pl.col("op_type") & pl.col("p_op")).fill_null(False))
-             .drop("n_kids", "p_name", "p_op"))
-    rep = nodes.select("node_id", rep=pl.when(pl.col("merged")).then(pl.col("parent")).otherwise(pl.col("node_id")))
-    while True:
-        up = rep.join(rep.rename({"node_id": "rep", "rep": "rep2"}), on="rep", how="left")
-        if (up["rep2"] == up["rep"]).all():
+    has_parent = parent >= 0
+    kids = np.bincount(parent[has_parent], minlength=n_nodes)
+    up = np.where(has_parent, parent, 0)
+    names, op_type = nodes["name"], nodes["op_type"].to_numpy()
+    merged = (has_parent & (kids[up] == 1) & op_type & op_type[up]
+              & (names == names.gather(up)).fill_null(False).to_numpy())
+    nodes = nodes.with_columns(merged=pl.Series(merged))
+    rep = np.arange(n_nodes, dtype=np.int64)
+    rep[merged] = parent[merged]
+    while True:            # follow chains of merged nodes to the one that absorbs them
+        nxt = rep[rep]
+        if (nxt == rep).all():
             break
-        rep = up.select("node_id", rep="rep2")
-    rep_of = rep
-    nodes = (nodes.join(rep_of.rename({"node_id": "parent", "rep": "parent_rep"}), on="parent", how="left")
-             .with_columns(parent=pl.col("parent_rep")).drop("parent_rep"))
-    owner = (owner.join(rep_of.rename({"node_id": "node"}), on="node", how="left")
-             .select("ev_id", node="rep"))
-    ev = ev.join(owner, on="ev_id", how="left").sort("ev_id").drop("ev_id")
-
-    # processed: the node's [start, end) holds an event of its thread (counted by as-of joins
-    # on the thread's events sorted by time)
-    times = (ev.filter(pl.col("tid").is_not_null())
-             .select(pl.col("rank").cast(pl.Int32), pl.col("tid").cast(pl.Int64), t=pl.col("start_ns"))
-             .sort([*keys, "t"]).with_columns(n=pl.int_range(1, pl.len() + 1).over(keys)))
-
-    def before(col: str) -> pl.Series:
-        probe = nodes.select(*keys, "node_id", t=pl.col(col)).sort("t")
-        hit = probe.join_asof(times.sort("t"), on="t", by=keys, strategy="backward", allow_exact_matches=False,
-                             check_sortedness=False)
-        return hit.sort("node_id")["n"].fill_null(0)
-
-    nodes = nodes.sort("node_id").with_columns(processed=before("end_ns") > before("start_ns"))
+        rep = nxt
+    parent[has_parent] = rep[parent[has_parent]]
+    has_owner = owner >= 0
+    owner[has_owner] = rep[owner[has_owner]]
+    nodes = nodes.with_columns(parent=_series(parent)).drop("g")
+    ev = ev.with_columns(node=_series(owner)).drop("ev_id", "g")
     return nodes, ev
+
+
+def _scatter(n: int, df: pl.DataFrame, index: str, value: str):
+    """An int64 array of n items, -1 but at df[index]: df[value]."""
+    import numpy as np
+
+    out = np.full(n, -1, dtype=np.int64)
+    if df.height:
+        out[df[index].to_numpy()] = df[value].fill_null(-1).to_numpy()
+    return out
+
+
+def _series(values) -> pl.Series:
+    """int64 values, -1 as null."""
+    return pl.Series(values).set(pl.Series(values < 0), None) if (values < 0).any() else pl.Series(values)
+
+
+def _sweep_key(sweep: pl.DataFrame) -> pl.Expr | list[str]:
+    """One int64 key ordering the sweep by thread, time, kind (a stable sort keeps the rest of
+    the order), when thread, time from the first event and kind fit in 63 bits; else the columns."""
+    if not sweep.height:
+        return ["g", "t", "kind"]
+    lo, hi, groups = sweep["t"].min(), sweep["t"].max(), sweep["g"].max() + 1
+    t_bits = max(1, int(hi - lo).bit_length())
+    if t_bits + 2 + max(1, int(groups).bit_length()) > 62:
+        return ["g", "t", "kind"]
+    return (pl.col("g") * (1 << (t_bits + 2))) + ((pl.col("t") - lo) * 4) + pl.col("kind").cast(pl.Int64)
+
+
+def _level(g: str, depth: str) -> pl.Expr:
+    """Thread and depth as one as-of join key (depth below 2**20)."""
+    return pl.col(g) * (1 << 20) + pl.col(depth).cast(pl.Int64)
 
 
 def op_stats(nodes: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
@@ -340,7 +369,8 @@ def view(res: Result) -> list[Block]:
 
 # ---------------------------------------------------------------- the report
 def report_section(ctx) -> list:
-    """The memory curve per device (allocated and reserved) and the devices table."""
+    """The memory curve per device (allocated and reserved) and the devices table; no section
+    when the scope has no memory events."""
     from ..report.html import table
     from ..report.parts import Section, add, add_table
 
@@ -350,10 +380,11 @@ def report_section(ctx) -> list:
                         "peaks with the op and step where memory allocated peaked.")
     with ctx.guard(sec, "memory"):
         t = memory_scoped(ctx.scope)
+        if not t["events"]:
+            return []      # no memory events recorded: no section (most traces)
         sec.headline = headline(t, ctx.scope)
-        if t["timeline"].height:
-            add(sec, figure(t["timeline"]), "memory")
-            add_table(sec, table(t["devices"]), "memory")
+        add(sec, figure(t["timeline"]), "memory")
+        add_table(sec, table(t["devices"]), "memory")
     return [sec]
 
 
@@ -362,11 +393,12 @@ def figure(timeline: pl.DataFrame, title: str = "Memory per device"):
     from the device's first event, as steps (memory is constant between events)."""
     import plotly.graph_objects as go
 
-    from ..report.figures import _fig, base_layout, esc
+    from ..report.figures import base_layout, esc
 
     if timeline is None or not timeline.height:
         return None
-    fig = _fig(base_layout(title, height=400))
+    fig = go.Figure()
+    fig.update_layout(base_layout(title, height=400))
     several = timeline["rank"].n_unique() > 1
     for (rank, device), d in timeline.group_by("rank", "device", maintain_order=True):
         label = esc(f"{device}" + (f" rank {rank}" if several else ""))
