@@ -34,19 +34,18 @@ WITH ev AS (
            row_number() OVER () AS seq
     FROM memory_events m
     WHERE m.run = $run AND m.rank IN (SELECT rank FROM scope_window) AND m.start_ns IS NOT NULL
-), dev AS (
-    SELECT *, count(total_allocated) OVER (PARTITION BY rank, device) < count(*) OVER (PARTITION BY rank, device)
-              AS rebuilt
-    FROM ev
+), flags AS (   -- devices whose events do not all record the total
+    SELECT rank, device, count(total_allocated) < count(*) AS rebuilt FROM ev GROUP BY rank, device
 ), totals AS (
-    SELECT rank, pid, tid, device, start_ns, addr, bytes,
-           CASE WHEN rebuilt THEN sum(coalesce(bytes, 0)) OVER (PARTITION BY rank, device ORDER BY start_ns, seq
-                                                              ROWS UNBOUNDED PRECEDING)::BIGINT
-                ELSE total_allocated END AS allocated_bytes,
-           total_reserved AS reserved_bytes, rebuilt, seq
-    FROM dev
+    SELECT ev.*, ev.total_allocated AS allocated_bytes, false AS rebuilt
+    FROM ev JOIN flags f ON f.rank = ev.rank AND f.device = ev.device WHERE NOT f.rebuilt
+    UNION ALL
+    SELECT ev.*, sum(coalesce(ev.bytes, 0)) OVER (PARTITION BY ev.rank, ev.device ORDER BY ev.start_ns, ev.seq
+                                                  ROWS UNBOUNDED PRECEDING)::BIGINT, true
+    FROM ev JOIN flags f ON f.rank = ev.rank AND f.device = ev.device WHERE f.rebuilt
 )
-SELECT t.rank, t.pid, t.tid, t.device, t.start_ns, t.addr, t.bytes, t.allocated_bytes, t.reserved_bytes, t.rebuilt
+SELECT t.rank, t.pid, t.tid, t.device, t.start_ns, t.addr, t.bytes, t.allocated_bytes,
+       t.total_reserved AS reserved_bytes, t.rebuilt
 FROM totals t JOIN scope_window w ON w.rank = t.rank
 WHERE (w.lo_ns IS NULL OR t.start_ns >= w.lo_ns) AND (w.hi_ns IS NULL OR t.start_ns <= w.hi_ns)
 ORDER BY t.rank, t.device, t.start_ns, t.seq
