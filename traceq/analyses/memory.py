@@ -158,9 +158,24 @@ def attribute(nodes: pl.DataFrame, events: pl.DataFrame) -> tuple[pl.DataFrame, 
     parent[has_parent] = rep[parent[has_parent]]
     has_owner = owner >= 0
     owner[has_owner] = rep[owner[has_owner]]
-    nodes = nodes.with_columns(parent=_series(parent)).drop("g")
+    nodes = nodes.with_columns(parent=_series(parent))
     ev = ev.with_columns(node=_series(owner)).drop("ev_id", "g")
     return nodes, ev
+
+
+def _subtree_ends(nodes: pl.DataFrame):
+    """For each node (in node_id order: by thread, start, the longer first), one past the index
+    of its last descendant: the first node of its thread that starts at or after its end (at
+    least the node itself for one of zero duration)."""
+    import numpy as np
+
+    g, start, end = (nodes[c].to_numpy() for c in ("g", "start_ns", "end_ns"))
+    out = np.arange(1, len(g) + 1, dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(g)) + 1 if len(g) else np.empty(0, np.int64)
+    for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(g)]])):
+        if b > a:
+            out[a:b] = np.maximum(out[a:b], a + np.searchsorted(start[a:b], end[a:b], side="left"))
+    return out
 
 
 def _scatter(n: int, df: pl.DataFrame, index: str, value: str):
@@ -197,7 +212,8 @@ def _level(g: str, depth: str) -> pl.Expr:
 
 def op_stats(nodes: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """The plugin's memory table: per rank, device and op name (module doc)."""
-    owned = (ev.filter(pl.col("node").is_not_null() & pl.col("device").str.contains(r"^(CPU|GPU\d+)$"))
+    devices = [d for d in ev["device"].unique().to_list() if d == "CPU" or (d.startswith("GPU") and d[3:].isdigit())]
+    owned = (ev.filter(pl.col("node").is_not_null() & pl.col("device").is_in(devices))
              .join(nodes.select(pl.col("node_id").alias("node"), "is_op"), on="node")
              .filter(pl.col("is_op"))
              .group_by("rank", "device", "node")
@@ -207,20 +223,28 @@ def op_stats(nodes: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     names = nodes.select(pl.col("node_id").alias("node"), "name", "is_op")
     self_by_name = (owned.join(names, on="node").group_by("rank", "device", "name")
                     .agg(*(pl.col(c).sum() for c in _METRICS)))
-    # every op call around an owning call (itself included) adds its events to its totals
-    links = nodes.filter(pl.col("parent").is_not_null()).select(pl.col("node_id").alias("anc"), "parent")
-    chain, frontier = [], owned.with_columns(anc=pl.col("node"))
-    while frontier.height:
-        chain.append(frontier)
-        frontier = frontier.join(links, on="anc").with_columns(anc=pl.col("parent")).drop("parent")
-    total = (pl.concat(chain).join(names.rename({"node": "anc"}), on="anc").filter(pl.col("is_op"))
-             .group_by("rank", "device", "name")
-             .agg(size_increase_bytes=pl.col("self_size_increase_bytes").sum(),
-                  allocation_count=pl.col("self_allocation_count").sum(),
-                  allocation_size_bytes=pl.col("self_allocation_size_bytes").sum()))
-    calls = (nodes.filter(pl.col("is_op") & ~pl.col("merged"))
-             .join(nodes.select(pl.col("node_id").alias("parent"), p_done="processed"), on="parent", how="left")
-             .filter(pl.col("parent").is_null() | pl.col("p_done").fill_null(False))
+    # every op call around an owning call (itself included) adds its events to its totals:
+    # the nodes are in pre-order (by thread, start, the longer first), so a node's subtree is
+    # the run of nodes of its thread that start before it ends: prefix sums (numpy)
+    import numpy as np
+
+    end = _subtree_ends(nodes)
+    first = np.arange(nodes.height)
+    totals = []
+    for (device,), own in owned.group_by("device"):
+        acc = np.zeros((nodes.height + 1, 3), dtype=np.int64)
+        acc[own["node"].to_numpy() + 1] = own.select(_METRICS).to_numpy()
+        acc = np.cumsum(acc, axis=0)
+        sums = acc[end] - acc[first]
+        totals.append(nodes.select("rank", "name", "is_op")
+                      .with_columns(device=pl.lit(device), **{c: pl.Series(sums[:, i]) for i, c in enumerate(_TOTALS)})
+                      .filter(pl.col("is_op") & pl.any_horizontal(*(pl.col(c) != 0 for c in _TOTALS))))
+    total = (pl.concat(totals).group_by("rank", "device", "name").agg(*(pl.col(c).sum() for c in _TOTALS))
+             if totals else pl.DataFrame(schema={"rank": pl.Int32, "device": pl.String, "name": pl.String,
+                                                 **{c: pl.Int64 for c in _TOTALS}}))
+    parent = nodes["parent"].fill_null(-1).to_numpy()
+    visited = (parent < 0) | nodes["processed"].to_numpy()[np.maximum(parent, 0)]   # the parent holds an event
+    calls = (nodes.filter(pl.col("is_op") & ~pl.col("merged") & pl.Series(visited))
              .group_by("rank", "name").agg(calls=pl.len().cast(pl.Int64)))
     out = (total.join(self_by_name, on=["rank", "device", "name"], how="left")
            .join(calls, on=["rank", "name"], how="left")
