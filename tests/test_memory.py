@@ -181,3 +181,16 @@ def test_operator_table_equals_the_plugin(plugin_case):
     got = {(r["device"], r["name"]): {k: r[v] for k, v in FIELDS.items()} for r in res.df.to_dicts()}
     want = {(r["device"], r["name"]): {k: r[k] for k in FIELDS} for r in ref["operators"]}
     assert len(want) > 20 and got == want
+
+
+def test_rocm_hip_device_type_is_a_gpu(tmp_path):
+    """ROCm traces write Device Type 6 (c10::DeviceType::HIP) for the GPU (the plugin fails on
+    them): GPU<id> as for CUDA; another type keeps its number (7:0) and no operator rows."""
+    t = Trace()
+    t.cpu_op("aten::empty", 10, 5)
+    t.memory(11, 512, 0x10, device=0, device_type=6, total_allocated=512, total_reserved=1024)
+    t.memory(12, 64, 0x20, device=0, device_type=7, total_allocated=64, total_reserved=0)
+    res = _run(tmp_path, t)
+    assert {r["device"]: r["peak_allocated_bytes"] for r in res.tables["devices"].to_dicts()} == {"GPU0": 512, "7:0": 64}
+    assert [(r["device"], r["name"], _row(r)) for r in res.df.to_dicts()] == \
+        [("GPU0", "aten::empty", (1, 512, 512, 1, 1, 512, 512))]

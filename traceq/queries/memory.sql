@@ -2,7 +2,8 @@
 -- CUDA_GPU_MEMORY_USAGE_EVENTS), with the device's memory in use after each event.
 --
 -- Definitions:
---   device            CPU (Device Type 0), GPU<id> (CUDA), else <type>:<id> (the plugin's
+--   device            CPU (Device Type 0), GPU<id> (CUDA, and HIP: Device Type 6, which ROCm
+--                     traces write and the plugin fails on), else <type>:<id> (the plugin's
 --                     names; it leaves other device types out of its operator table)
 --   allocated_bytes   the allocator's "Total Allocated" after the event, as recorded; when a
 --                     device's events do not all record it (PyTorch < 1.10, nsys) the running
@@ -28,7 +29,8 @@
 --   rebuilt           allocated_bytes is the running sum of `bytes`, not the recorded total
 WITH ev AS (
     SELECT m.rank, m.pid, m.tid,
-           CASE m.device_type WHEN 'cpu' THEN 'CPU' WHEN 'cuda' THEN 'GPU' || coalesce(m.device::VARCHAR, '?')
+           CASE WHEN m.device_type = 'cpu' THEN 'CPU'
+                WHEN m.device_type IN ('cuda', '6') THEN 'GPU' || coalesce(m.device::VARCHAR, '?')
                 ELSE coalesce(m.device_type, '?') || ':' || coalesce(m.device::VARCHAR, '?') END AS device,
            m.start_ns, m.addr, m.bytes, m.total_allocated, m.total_reserved,
            row_number() OVER () AS seq
