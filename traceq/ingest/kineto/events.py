@@ -55,13 +55,17 @@ class Args(msgspec.Struct, gc=False):
     # runtime/driver launch calls (ROCm): the name of the kernel the call launches; the one
     # record of a kernel launched into a graph under capture (it does not run then)
     kernel: Text = None
-    # `[memory]` instant events (ph "i"): the allocator's record of one allocation or free
-    mem_device_type: Num = msgspec.field(default=None, name="Device Type")
-    mem_device_id: Num = msgspec.field(default=None, name="Device Id")
-    mem_addr: Num = msgspec.field(default=None, name="Addr")
-    mem_bytes: Num = msgspec.field(default=None, name="Bytes")
-    mem_total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
-    mem_total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a `[memory]` instant event: the allocator's record of one allocation or free
+    (a struct of its own: the events' other args stay unread)."""
+    device_type: Num = msgspec.field(default=None, name="Device Type")
+    device_id: Num = msgspec.field(default=None, name="Device Id")
+    addr: Num = msgspec.field(default=None, name="Addr")
+    bytes: Num = msgspec.field(default=None, name="Bytes")
+    total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
 
 
 class Fields(msgspec.Struct, gc=False):
@@ -76,7 +80,8 @@ class Fields(msgspec.Struct, gc=False):
 
 
 class Event(Fields):
-    """An event of the coercion path (`recover`): any phase, or none."""
+    """An event of the coercion path (`recover`): any phase, or none (`args`: a MemoryArgs for
+    a `[memory]` instant event)."""
     ph: Union[str, None] = None
 
 
@@ -102,10 +107,16 @@ class _E(_Kept, tag="E"):
     ph: ClassVar[str] = "E"
 
 
-class _I(_Kept, tag="i"):
-    """Instant events: decoded in full for the `[memory]` ones (rows.RawWriter keeps those
-    apart, as memory events; the raw relation has no instant events)."""
+class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    """Instant events, for the `[memory]` ones (rows.RawWriter keeps those apart, as memory
+    events; the raw relation has no instant events): their fields and the memory args only."""
     ph: ClassVar[str] = "i"
+    cat: Union[str, None] = None
+    name: Union[str, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Num = None
+    args: Union[MemoryArgs, None] = None
 
 
 OTHER_PHASES = "ICbneSTpFstfPNODMVvRc()="   # chrome://tracing's Trace Event Format, all but X, B, E and i
@@ -132,5 +143,5 @@ class Trace(msgspec.Struct, gc=False):
     hostname: Any = None
 
 
-EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, _I, *_SKIPPED)]])
+EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, Instant, *_SKIPPED)]])
 ANY_LIST = msgspec.json.Decoder(list[Any])

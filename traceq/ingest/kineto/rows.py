@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import arrow_kernels as ak
-from .events import Args, Fields
+from .events import Args, Event, Fields, Instant, MemoryArgs
 from .raw import ARG_CAT_SET, LAUNCH_CAT_SET, MEMORY_RAW_SCHEMA, OP_CAT_SET, RAW_SCHEMA, SpanFacts, memory_path, remove_part
 
 
@@ -111,6 +111,7 @@ def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
 _TRACE_CATS = frozenset({"Trace", "trace"})
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = Args()
+_NO_MEMORY_ARGS = MemoryArgs()
 
 
 # element sizes of the `dtype` names PyTorch writes in record_param_comms / NCCL kernel args
@@ -247,17 +248,17 @@ def _spread(cols: dict[str, pa.Array], at: pa.BooleanArray) -> dict[str, pa.Arra
 
 def memory_columns(evs: list[Fields]) -> pa.RecordBatch:
     """The `[memory]` instant events as a batch of `raw.MEMORY_RAW_SCHEMA`."""
-    args = [e.args or _NO_ARGS for e in evs]
+    args = [e.args or _NO_MEMORY_ARGS for e in evs]
     return pa.RecordBatch.from_pydict({
         "pid": _int_col([e.pid for e in evs]),
         "tid": _int_col([e.tid for e in evs]),
         "ts": _float_col([e.ts for e in evs]),
-        "device_type": _int_col([a.mem_device_type for a in args]),
-        "device": _int_col([a.mem_device_id for a in args]),
-        "addr": _int_col([a.mem_addr for a in args]),
-        "bytes": _int_col([a.mem_bytes for a in args]),
-        "total_allocated": _int_col([a.mem_total_allocated for a in args]),
-        "total_reserved": _int_col([a.mem_total_reserved for a in args]),
+        "device_type": _int_col([a.device_type for a in args]),
+        "device": _int_col([a.device_id for a in args]),
+        "addr": _int_col([a.addr for a in args]),
+        "bytes": _int_col([a.bytes for a in args]),
+        "total_allocated": _int_col([a.total_allocated for a in args]),
+        "total_reserved": _int_col([a.total_reserved for a in args]),
     }, schema=MEMORY_RAW_SCHEMA)
 
 
@@ -284,7 +285,9 @@ class RawWriter:
             piece = evs[i:i + CHUNK]
             kept = [e for e in piece if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
             if len(kept) < len(piece):
-                mem = [e for e in piece if e is not None and e.ph == "i" and e.name == "[memory]"]
+                # typed: Instant structs; coerced: Event structs with ph "i"
+                mem = [e for e in piece if (type(e) is Instant or type(e) is Event and e.ph == "i")
+                       and e.name == "[memory]"]
                 if mem:
                     self.memory.append(memory_columns(mem))
             if kept:
