@@ -116,6 +116,20 @@ METRICS_COLUMNS = [
     ("runs", I64),           # runs the value summarises (milabench summary: n), else 1
 ]
 
+# Memory allocator events (Kineto `[memory]` instant events, nsys CUDA_GPU_MEMORY_USAGE_EVENTS):
+# traceq.analyses.memory.
+MEMORY_EVENTS_COLUMNS = [
+    ("pid", I64),
+    ("tid", I64),            # the thread that allocated or freed (null in nsys)
+    ("device_type", STR),    # cpu | cuda | another Kineto "Device Type" as its number in text
+    ("device", I32),         # Kineto "Device Id" (-1 for the CPU); nsys deviceId
+    ("start_ns", I64),       # the event's time
+    ("addr", I64),           # address of the block (null when not recorded: PyTorch < 1.10)
+    ("bytes", I64),          # signed: > 0 an allocation, < 0 a free
+    ("total_allocated", I64),  # the allocator's totals on the device after the event;
+    ("total_reserved", I64),   # null when the trace does not record them (older Kineto, nsys)
+]
+
 # Columns of each canonical table (without run/rank); TABLES has their pyarrow schemas.
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "gpu_ops": GPU_OPS_COLUMNS,
@@ -123,6 +137,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "regions": REGIONS_COLUMNS,
     "timer_stats": TIMER_STATS_COLUMNS,
     "metrics": METRICS_COLUMNS,
+    "memory_events": MEMORY_EVENTS_COLUMNS,
 }
 
 # A `runs.warnings` entry starting with this says the source file was cut short (a killed
@@ -168,7 +183,8 @@ RUNS_COLUMNS = [
 
 
 _ARROW_SCHEMAS = {"GPU_OPS": GPU_OPS_COLUMNS, "HOST_OPS": HOST_OPS_COLUMNS, "REGIONS": REGIONS_COLUMNS,
-                  "TIMER_STATS": TIMER_STATS_COLUMNS, "METRICS": METRICS_COLUMNS, "RUNS": RUNS_COLUMNS}
+                  "TIMER_STATS": TIMER_STATS_COLUMNS, "METRICS": METRICS_COLUMNS, "MEMORY_EVENTS": MEMORY_EVENTS_COLUMNS,
+                  "RUNS": RUNS_COLUMNS}
 
 
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
@@ -178,7 +194,7 @@ def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
 
 
 def __getattr__(name: str):
-    """GPU_OPS, HOST_OPS, REGIONS, TIMER_STATS, METRICS, RUNS (pyarrow schemas) and TABLES
+    """GPU_OPS, HOST_OPS, REGIONS, TIMER_STATS, METRICS, MEMORY_EVENTS, RUNS (pyarrow schemas) and TABLES
     ({table: schema}), built when first asked for."""
     if name in _ARROW_SCHEMAS:
         value = arrow_schema(_ARROW_SCHEMAS[name])
