@@ -1,14 +1,7 @@
 -- tb_steps: the steps the TensorBoard profiler plugin (torch-tb-profiler 0.4.3) analyses, per
 -- rank of the scope (one plugin "worker" = one rank), as its StepParser builds them.
 --
--- Event types, as the plugin reads a Kineto trace (its `cat`, lower-cased; the store keeps it
--- in host_ops/regions.source_category; sources without categories (nsys) use host_ops.kind):
---   CPU op    = cat cpu_op | operator      Python = cat python (the 2021 spelling only;
---                                          python_function is not a CPU op to the plugin)
---   Runtime   = cat runtime (the 2021 spelling: 0.4.3 does not know cuda_runtime, so traces
---               written since PyTorch 1.10 have no runtime calls to it); without a category,
---               host_ops kind runtime and the cuda*/hip* synchronisation calls
---   GPU op    = gpu_ops kind kernel | memcpy | memset (a "device node")
+-- Event types: tb_events.sql (the plugin's typing of CPU ops, runtime calls, GPU ops).
 --   step      = a span named ProfilerStep#N of any category (cpu_op, user_annotation, and
 --               gpu_user_annotation too: a trace with both has each step twice), named N
 --
@@ -28,7 +21,7 @@
 --      and the tail goes: the steps after the last one that matched a GPU op, and that one
 --      too when it matched fewer than 80 % of the ops of the step before it (several steps only).
 --
--- Requires: scope_window (the ranks), $run.
+-- Requires: tb_host, tb_regions, tb_device (tb_events.sql).
 --
 -- Output: temp table tb_steps, one row per rank and step in time order:
 --   rank      rank
@@ -37,28 +30,6 @@
 --   start_ns  step start (device side when moved), ns
 --   end_ns    step end, ns
 --   matched   GPU ops launched by the runtime calls matched to the step
-
-CREATE OR REPLACE TEMP TABLE tb_host AS
-SELECT rank, name, start_ns, end_ns, correlation, external_id,
-       CASE WHEN source_category IS NOT NULL THEN source_category
-            WHEN kind = 'sync_api' AND regexp_matches(name, '^(cuda|hip)') THEN 'runtime'
-            WHEN kind = 'python' THEN 'python_function'
-            ELSE kind END AS cat
-FROM host_ops
-WHERE run = $run AND rank IN (SELECT rank FROM scope_window);
-
-CREATE OR REPLACE TEMP TABLE tb_regions AS
-SELECT rank, name, source, start_ns, end_ns, step,
-       coalesce(source_category, CASE WHEN domain = 'gpu' THEN 'gpu_user_annotation'
-                                      WHEN source = 'dataloader' THEN 'cpu_op'
-                                      ELSE 'user_annotation' END) AS cat
-FROM regions
-WHERE run = $run AND rank IN (SELECT rank FROM scope_window) AND source IN ('step', 'dataloader', 'annotation');
-
-CREATE OR REPLACE TEMP TABLE tb_device AS
-SELECT rank, device, kind, start_ns, end_ns, correlation, external_id
-FROM gpu_ops
-WHERE run = $run AND rank IN (SELECT rank FROM scope_window) AND kind IN ('kernel', 'memcpy', 'memset');
 
 CREATE OR REPLACE TEMP TABLE tb_host_steps AS
 WITH named AS (
