@@ -24,9 +24,10 @@ WINDOWS = ("tb", "all")
 CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 CATEGORY_LABELS = {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "communication": "Communication",
                    "runtime": "Runtime", "dataloader": "DataLoader", "cpu_exec": "CPU Exec", "other": "Other"}
-STEP_FIELDS = ("run", "rank", "step", "step_ns", *(f"{c}_ns" for c in CATEGORIES))
+ROW_FIELDS = ("rank", "step", "step_ns", *(f"{c}_ns" for c in CATEGORIES))
 GPU_FIELDS = ("rank", "device", "name", "gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct",
               "tensor_core_pct")
+STEP_FIELDS = ("run", *ROW_FIELDS)   # the JSON rows
 AVERAGE = "average"
 
 WINDOW_PARAM = Param("window", str, "tb",
@@ -37,7 +38,7 @@ WINDOW_PARAM = Param("window", str, "tb",
 
 
 def step_schema() -> dict:
-    return {"run": pl.String, "rank": pl.Int32, "step": pl.String, "step_ns": pl.Int64,
+    return {"rank": pl.Int32, "step": pl.String, "step_ns": pl.Int64,
             **{f"{c}_ns": pl.Int64 for c in CATEGORIES}}
 
 
@@ -120,7 +121,7 @@ def overview_scoped(scope: Scope, window: str = "tb") -> dict:
     analysed in this process."""
     prepare(scope, check_window(window))
     steps = run_script(scope.con, "overview")
-    steps = (steps.with_columns(run=pl.lit(scope.run)).select(*STEP_FIELDS).cast(step_schema())
+    steps = (steps.select(*ROW_FIELDS).cast(step_schema())
              if steps.height else pl.DataFrame(schema=step_schema()))
     gpu = run_script(scope.con, "overview_gpu")
     if gpu.height:
@@ -139,8 +140,8 @@ def averages(steps: pl.DataFrame) -> pl.DataFrame:
     schema = {**step_schema(), **{c: pl.Float64 for c in cols}}
     if not steps.height:
         return pl.DataFrame(schema=schema)
-    return (steps.group_by("run", "rank", maintain_order=True).agg(*(pl.col(c).mean() for c in cols))
-            .with_columns(step=pl.lit(AVERAGE)).select(*STEP_FIELDS).cast(schema))
+    return (steps.group_by("rank", maintain_order=True).agg(*(pl.col(c).mean() for c in cols))
+            .with_columns(step=pl.lit(AVERAGE)).select(*ROW_FIELDS).cast(schema))
 
 
 def rank_part(scope: Scope, window: str) -> dict:
@@ -194,11 +195,11 @@ def compute(scope: Scope, window: str = "tb") -> Out:
 
 def view(res) -> list[Block]:
     steps = res.df
-    blocks = [Block(steps.drop("run"), res.headline, drop_first=res.analysis.drop_first, max_rows=200,
+    blocks = [Block(steps, res.headline, drop_first=res.analysis.drop_first, max_rows=200,
                     more=", --steps A:B picks steps")]
     avg = res.tables.get("average")
     if avg is not None and avg.height:
-        blocks.append(Block(avg.drop("run"), title="Average over each rank's steps",
+        blocks.append(Block(avg, title="Average over each rank's steps",
                             drop_first=res.analysis.drop_first))
     gpu = res.tables.get("gpu")
     if gpu is not None and gpu.height:
@@ -210,13 +211,13 @@ def view(res) -> list[Block]:
 def _json(res) -> dict:
     return {"analysis": "overview", "run": res.run, "rank": res.rank, "steps": res.steps, "labels": res.labels,
             "window": res.params.get("window", "tb"), "headline": res.headline, "units": res.units(),
-            "rows": res.df.select(*STEP_FIELDS).to_dicts(),
-            "average": res.tables["average"].select(*STEP_FIELDS).to_dicts(),
+            "rows": res.rows_df().select(*STEP_FIELDS).to_dicts(),
+            "average": res.rows_df(res.tables["average"]).select(*STEP_FIELDS).to_dicts(),
             "gpu": res.tables["gpu"].select(*GPU_FIELDS).to_dicts()}
 
 
 def _csv(res) -> list:
-    return [(None, res.df), ("average", res.tables["average"]), ("gpu", res.tables["gpu"])]
+    return [(None, res.rows_df()), ("average", res.rows_df(res.tables["average"])), ("gpu", res.tables["gpu"])]
 
 
 # ---------------------------------------------------------------- the report
@@ -224,33 +225,63 @@ def step_figure(steps: pl.DataFrame):
     """Stacked bars: per step (and rank) its time in each category, ms."""
     import plotly.graph_objects as go
 
-    from ..report.figures import dark_layout
+    from ..report.figures import base_layout, esc
 
     if not steps.height:
         return None
     many = steps["rank"].n_unique() > 1
-    x = [f"r{r} · {s}" if many else str(s) for r, s in zip(steps["rank"].to_list(), steps["step"].to_list())]
-    colors = {"kernel": "#4c78a8", "memcpy": "#f58518", "memset": "#e45756", "communication": "#72b7b2",
-              "runtime": "#54a24b", "dataloader": "#eeca3b", "cpu_exec": "#b279a2", "other": "#9d755d"}
+    x = [esc(f"r{r} · {s}" if many else str(s)) for r, s in zip(steps["rank"].to_list(), steps["step"].to_list())]
     fig = go.Figure()
+    fig.update_layout(base_layout("Step time breakdown (ms)", height=380))
     for c in CATEGORIES:
         fig.add_trace(go.Bar(name=CATEGORY_LABELS[c], x=x, y=(steps[f"{c}_ns"] / 1e6).to_list(),
-                             marker_color=colors[c], hovertemplate="%{x}: %{y:,.3f} ms<extra>" + CATEGORY_LABELS[c]
-                             + "</extra>"))
-    fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", legend_title_text="category",
-                      xaxis_type="category")
-    return dark_layout(fig) if dark_layout else fig
+                             marker_color=COLORS[c],
+                             hovertemplate="step %{x}: %{y:,.3f} ms<extra>" + CATEGORY_LABELS[c] + "</extra>"))
+    fig.update_layout(barmode="stack", xaxis_title="step", yaxis_title="ms", xaxis_type="category")
+    return fig
+
+
+COLORS = {"kernel": "#1f77b4", "memcpy": "#d62728", "memset": "#f7b6d2", "communication": "#ff7f0e",
+          "runtime": "#2ca02c", "dataloader": "#bcbd22", "cpu_exec": "#9467bd", "other": "#c7c7c7"}
+TILES = (("gpu_utilization_pct", "GPU utilization"), ("sm_efficiency_pct", "Est. SM efficiency"),
+         ("achieved_occupancy_pct", "Est. achieved occupancy"), ("tensor_core_pct", "Kernel time on tensor cores"))
+
+
+def gpu_tiles(gpu: pl.DataFrame):
+    """The GPU summary as tiles: one row per device, one number per metric ("–" when the trace
+    has no data for it)."""
+    import plotly.graph_objects as go
+
+    from ..report.figures import base_layout, esc
+
+    if not gpu.height:
+        return None
+    rows = gpu.height
+    fig = go.Figure()
+    fig.update_layout(base_layout("GPU summary", height=80 + 120 * rows))
+    fig.update_layout(grid=dict(rows=rows, columns=len(TILES), pattern="independent"))
+    for i, r in enumerate(gpu.iter_rows(named=True)):
+        who = f"rank {r['rank']} · GPU {r['device']}" + (f" ({r['name']})" if r["name"] else "")
+        for j, (col, label) in enumerate(TILES):
+            v = r[col]
+            fig.add_trace(go.Indicator(
+                mode="number", value=v if v is not None else None,
+                number=dict(suffix=" %", valueformat=".1f"),
+                title=dict(text=esc(label) + "<br><span style='font-size:0.75em'>" + esc(who) + "</span>"),
+                domain=dict(row=i, column=j)))
+    return fig
 
 
 def report_section(ctx) -> list:
-    """The per-step stacked breakdown and the GPU summary tiles."""
+    """The per-step stacked breakdown, the GPU summary tiles and table."""
     from ..report.html import table
     from ..report.parts import Section, add, add_table
 
     sec = Section("overview", ANALYSIS.report,
                   intro="Each step of the TensorBoard profiler plugin's window split by its rules: an instant "
                         "goes to the first of Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec "
-                        "active then, else Other. GPU summary per device over the steps.")
+                        "active then, else Other. GPU summary per device, from the first step's start to the last "
+                        "step's end.")
     with ctx.guard(sec, "overview"):
         parts = overview_scoped(ctx.scope, "tb")
         steps, gpu = parts["steps"], parts["gpu"]
@@ -258,30 +289,9 @@ def report_section(ctx) -> list:
         sec.headline = headline(steps, avg, gpu, ctx.scope, "tb")
         ctx.results["overview"] = parts
         add(sec, step_figure(steps), "overview")
-        if gpu.height:
-            add_table(sec, tiles(gpu), "overview-gpu")
-            add_table(sec, table(gpu), "overview-gpu-table")
+        add(sec, gpu_tiles(gpu), "overview-gpu")
+        add_table(sec, table(gpu), "overview-gpu")
     return [sec]
-
-
-def tiles(gpu: pl.DataFrame) -> str:
-    """The GPU summary as tiles (one row of four per device), HTML."""
-    from html import escape
-
-    def fmt(v):
-        return "–" if v is None else f"{v:.1f} %"
-
-    out = []
-    for r in gpu.iter_rows(named=True):
-        head = escape(f"rank {r['rank']} · GPU {r['device']}" + (f" · {r['name']}" if r["name"] else ""))
-        cells = "".join(f'<div class="tile"><div class="tile-value">{fmt(r[k])}</div>'
-                        f'<div class="tile-label">{escape(label)}</div></div>'
-                        for k, label in (("gpu_utilization_pct", "GPU utilization"),
-                                         ("sm_efficiency_pct", "Est. SM efficiency"),
-                                         ("achieved_occupancy_pct", "Est. achieved occupancy"),
-                                         ("tensor_core_pct", "Kernel time on tensor cores")))
-        out.append(f'<div class="tiles"><div class="tiles-head">{head}</div>{cells}</div>')
-    return "".join(out)
 
 
 ANALYSIS = Analysis(
@@ -299,7 +309,7 @@ ANALYSIS = Analysis(
     compute=compute,
     params=(WINDOW_PARAM, *EXECUTOR_PARAMS),
     per_rank=True,
-    columns=(Column("run", "the run"), *(Column(c, m) for c, m in output_columns("overview") if c != "idx")),
+    columns=tuple(Column(c, m) for c, m in output_columns("overview") if c != "idx"),
     sort=("rank", "step order"),
     drop_first=("dataloader_ns", "memset_ns", "communication_ns", "runtime_ns", "memcpy_ns", "other_ns"),
     view=view,
