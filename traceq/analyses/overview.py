@@ -66,8 +66,8 @@ def prepare(scope: Scope, window: str) -> None:
     from ..engine.tb_window import ensure_tb_steps
 
     install_macros(scope.con)
-    ensure_tb_steps(scope)
     if window == "tb":
+        ensure_tb_steps(scope)
         if getattr(scope, "_tb_events_exact", False):   # an `all` run on this scope replaced them
             run_script(scope.con, "tb_events", {"run": scope.run, "plugin_times": True})
             scope._tb_events_exact = False

@@ -18,7 +18,7 @@
 -- category, so the categories of a step add up to its length (overlapping steps, e.g. a
 -- trace's CPU and GPU ProfilerStep#N spans, each count their own instants).
 --
--- Requires: tb_host, tb_regions, tb_device (tb_steps.sql) and the temp table ov_steps(rank,
+-- Requires: tb_host, tb_regions, tb_device (tb_events.sql) and the temp table ov_steps(rank,
 -- step, idx, start_ns, end_ns): the steps to split (tb_steps, or traceq's steps with
 -- --window all).
 --
@@ -77,31 +77,35 @@ WHERE cat IN ('cpu_op', 'operator') AND source = 'dataloader'
   AND NOT ((starts_with(name, 'enumerate(DataLoader)#') AND ends_with(name, '.__next__'))
            OR starts_with(name, 'enumerate(DataPipe)#'));
 
-WITH edges AS (   -- +1/-1 per role at each endpoint; the steps' ends split the timeline too
-    SELECT rank, start_ns AS t, prio, 1 AS d FROM ov_roles WHERE end_ns > start_ns
-    UNION ALL SELECT rank, end_ns, prio, -1 FROM ov_roles WHERE end_ns > start_ns
-    UNION ALL SELECT rank, start_ns, 7, 0 FROM ov_steps
-    UNION ALL SELECT rank, end_ns, 7, 0 FROM ov_steps
+WITH role_edges AS (   -- per role: +1 where one of its intervals starts, -1 where one ends
+    SELECT rank, prio, start_ns AS t, 1 AS d FROM ov_roles WHERE end_ns > start_ns
+    UNION ALL SELECT rank, prio, end_ns, -1 FROM ov_roles WHERE end_ns > start_ns
+), role_sorted AS (
+    SELECT * FROM role_edges ORDER BY rank, prio, t
+), role_level AS (     -- per role: how many of its intervals are open after the edge. A running
+                       -- sum over all roles in (rank, role, t) order: each role's edges sum to 0,
+                       -- so the sum restarts at 0 for the next role (a streaming window, half the
+                       -- cost of a partitioned one). Edges at one instant come in any order: the
+                       -- turns on/off between them cancel below.
+    SELECT rank, prio, t, d, sum(d) OVER (ROWS UNBOUNDED PRECEDING) AS n
+    FROM role_sorted
+), edges AS (          -- the role turns on (+2^prio) or off (-2^prio) at t: a running sum of
+                       -- these is the set of roles active (one bit per role)
+    SELECT rank, t, CASE WHEN n > 0 THEN CAST(1 AS BIGINT) << prio ELSE -(CAST(1 AS BIGINT) << prio) END AS d
+    FROM role_level WHERE (n > 0) <> (n - d > 0)
+    UNION ALL SELECT rank, start_ns, 0 FROM ov_steps   -- the steps' ends split the timeline too
+    UNION ALL SELECT rank, end_ns, 0 FROM ov_steps
 ), at_t AS (
-    SELECT rank, t,
-           sum(d) FILTER (WHERE prio = 0) AS d0, sum(d) FILTER (WHERE prio = 1) AS d1,
-           sum(d) FILTER (WHERE prio = 2) AS d2, sum(d) FILTER (WHERE prio = 3) AS d3,
-           sum(d) FILTER (WHERE prio = 4) AS d4, sum(d) FILTER (WHERE prio = 5) AS d5,
-           sum(d) FILTER (WHERE prio = 6) AS d6
-    FROM edges GROUP BY rank, t
+    SELECT rank, t, sum(d) AS d FROM edges GROUP BY rank, t
 ), level AS (
-    SELECT rank, t AS start_ns, lead(t) OVER w AS end_ns,
-           sum(coalesce(d0, 0)) OVER c AS c0, sum(coalesce(d1, 0)) OVER c AS c1,
-           sum(coalesce(d2, 0)) OVER c AS c2, sum(coalesce(d3, 0)) OVER c AS c3,
-           sum(coalesce(d4, 0)) OVER c AS c4, sum(coalesce(d5, 0)) OVER c AS c5,
-           sum(coalesce(d6, 0)) OVER c AS c6
+    SELECT rank, t AS start_ns, lead(t) OVER (PARTITION BY rank ORDER BY t) AS end_ns,
+           CAST(sum(d) OVER (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING) AS BIGINT) AS roles
     FROM at_t
-    WINDOW w AS (PARTITION BY rank ORDER BY t),
-           c AS (PARTITION BY rank ORDER BY t ROWS UNBOUNDED PRECEDING)
 ), seg AS (   -- elementary segments, each with its highest-priority role (7 = Other)
     SELECT rank, start_ns, end_ns,
-           CASE WHEN c0 > 0 THEN 0 WHEN c1 > 0 THEN 1 WHEN c2 > 0 THEN 2 WHEN c3 > 0 THEN 3
-                WHEN c4 > 0 THEN 4 WHEN c5 > 0 THEN 5 WHEN c6 > 0 THEN 6 ELSE 7 END AS prio
+           CASE WHEN roles & 1 <> 0 THEN 0 WHEN roles & 2 <> 0 THEN 1 WHEN roles & 4 <> 0 THEN 2
+                WHEN roles & 8 <> 0 THEN 3 WHEN roles & 16 <> 0 THEN 4 WHEN roles & 32 <> 0 THEN 5
+                WHEN roles & 64 <> 0 THEN 6 ELSE 7 END AS prio
     FROM level WHERE end_ns > start_ns
 ), per AS (
     SELECT s.rank, s.step, s.idx, g.prio, sum(g.end_ns - g.start_ns) AS ns

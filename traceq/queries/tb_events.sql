@@ -19,7 +19,8 @@
 -- Parameters: $run, $plugin_times (bool). Requires: scope_window (the ranks).
 --
 -- Output: temp tables
---   tb_host(rank, name, start_ns, end_ns, correlation, external_id, cat)
+--   tb_host(rank, name, start_ns, end_ns, correlation, external_id, cat): CPU ops, Python events,
+--     runtime calls (cat cpu_op | operator | python | runtime; other host events are left out)
 --   tb_regions(rank, name, source, start_ns, end_ns, step, cat)
 --   tb_device(rank, device, kind, start_ns, end_ns, correlation, external_id)
 
@@ -43,7 +44,8 @@ SELECT rank, name, tb_start(start_ns, $plugin_times) AS start_ns, tb_end(start_n
             WHEN kind = 'python' THEN 'python_function'
             ELSE kind END AS cat
 FROM host_ops
-WHERE run = $run AND rank IN (SELECT rank FROM scope_window);
+WHERE run = $run AND rank IN (SELECT rank FROM scope_window)
+  AND coalesce(source_category, kind) IN ('cpu_op', 'operator', 'python', 'runtime', 'sync_api');
 
 CREATE OR REPLACE TEMP TABLE tb_regions AS
 SELECT rank, name, source, tb_start(start_ns, $plugin_times) AS start_ns,
