@@ -156,7 +156,10 @@ def headline(steps: pl.DataFrame, avg: pl.DataFrame, gpu: pl.DataFrame, scope: S
     where = f"run {scope.run}" + (f" rank {scope.rank}" if scope.rank is not None else "")
     tag = " [TensorBoard plugin's steps]" if window == "tb" else ""
     if not steps.height:
-        return f"{where}{tag}: no steps and no CPU or GPU activity to split"
+        if window == "tb":
+            return (f"{where}{tag}: no ProfilerStep#N spans and no CPU ops, so the plugin has no step to split "
+                    "(--window all splits the whole rank)")
+        return f"{where}: no CPU or GPU activity in scope to split"
     n_ranks = avg.height
     step_ns = float(avg["step_ns"].mean())
     cats = {c: float(avg[f"{c}_ns"].mean()) for c in CATEGORIES}
