@@ -142,6 +142,13 @@ def test_window_all_splits_traceqs_host_steps(legacy_store):
     assert res.tables["average"]["step"].to_list() == ["average"]
 
 
+def test_window_tb_refuses_traceqs_step_selection(legacy_store):
+    from traceq.errors import TraceqError
+
+    with pytest.raises(TraceqError, match="--window all"):
+        compute(REGISTRY["overview"], legacy_store, skip_first=1)
+
+
 def test_modern_runtime_category_is_no_runtime_to_the_plugin(tmp_path):
     """cuda_runtime (PyTorch >= 1.10) is unknown to torch-tb-profiler 0.4.3: no Runtime time and
     the steps stay on the host side."""

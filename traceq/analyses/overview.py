@@ -181,6 +181,9 @@ def headline(steps: pl.DataFrame, avg: pl.DataFrame, gpu: pl.DataFrame, scope: S
 
 def compute(scope: Scope, window: str = "tb") -> Out:
     check_window(window)
+    if window == "tb" and (scope.steps or scope.skip_first or scope.step_pattern):
+        raise TraceqError("--steps, --skip-first and --step-pattern pick traceq's steps: add --window all "
+                          "(--window tb splits the TensorBoard plugin's own steps)")
     if mapped(scope):
         from ..engine.per_rank import map_ranks
 
