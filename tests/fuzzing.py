@@ -60,6 +60,7 @@ def kineto_event(draw) -> dict:
     args = draw(st.fixed_dictionaries({}, optional={
         "correlation": IDENT, "External id": IDENT, "external id": IDENT, "device": IDENT, "stream": IDENT,
         "bytes": TIME, "grid": DIMS, "block": DIMS, "registers per thread": IDENT,
+        "shared memory": IDENT, "blocks per SM": TIME, "warps per SM": TIME, "est. achieved occupancy %": TIME,
         "finished": st.one_of(st.sampled_from(["false", "true", False, True, 0]), ANY_JSON),
         "kind": st.one_of(st.sampled_from(["HtoD", "DtoH"]), ANY_JSON)}))
     ev = draw(st.fixed_dictionaries({"ph": PH, "ts": TIME}, optional={

@@ -365,6 +365,7 @@ def plausible_document(draw) -> bytes:
     args = st.fixed_dictionaries({}, optional={
         "External id": ident, "correlation": ident, "stream": ident, "device": ident, "bytes": ident,
         "registers per thread": ident, "Group size": ident, "Seq": ident,
+        "shared memory": ident, "blocks per SM": time, "warps per SM": time, "est. achieved occupancy %": time,
         "grid": st.one_of(st.lists(st.integers(-(2**40), 2**40), max_size=4), st.none()),
         "block": st.lists(st.integers(0, 1024), max_size=3),
         "finished": st.one_of(st.sampled_from(["false", "FaLsE", "true", False, True, 0, 7]), st.none()),

@@ -44,6 +44,11 @@ GPU_OPS_COLUMNS = [
     ("group_size", I32),     # "Group size": ranks in the process group
     ("seq", I64),            # "Seq": the collective's sequence number in its process group (PyTorch >= 2.4)
     ("tensor_core", BOOL),   # kernel runs on tensor/matrix cores by its name's evidence (traceq.kernels.tensor_cores); null for non-kernels
+    # Launch facts of kernels, as the source records them (null when it does not, and for non-kernels):
+    ("shared_memory", I64),  # shared memory per block, bytes: Kineto "shared memory"; nsys staticSharedMemory + dynamicSharedMemory
+    ("blocks_per_sm", F64),  # Kineto "blocks per SM": the grid's blocks / the device's SM count
+    ("warps_per_sm", F64),   # Kineto "warps per SM": the grid's warps / the device's SM count
+    ("est_occupancy_pct", F64),  # Kineto "est. achieved occupancy %": estimated achieved occupancy, 0-100
 ]
 
 HOST_OPS_COLUMNS = [
@@ -144,7 +149,10 @@ RUNS_COLUMNS = [
     ("source_format", STR),      # nsys | kineto | timer_log | deep500_stats | mila | milabench
     ("format_version", STR),
     ("host", STR),
-    ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}
+    ("devices", STR),            # JSON list of {id, name, sm_count, memory_bytes}, plus the device properties the
+    # source records (absent = unknown; ints): compute_major, compute_minor, max_threads_per_block,
+    # max_threads_per_sm, regs_per_block, regs_per_sm, warp_size, shared_mem_per_block (bytes),
+    # shared_mem_per_sm, shared_mem_per_block_optin, max_blocks_per_sm
     ("clock_offset_ns", I64),    # the rank's raw clock -> epoch ns (Kineto baseTimeNanoseconds, nsys utcEpochNs)
     ("ingested_at", TIMESTAMP_US),         # UTC
     ("labels", STR),             # JSON object {key: value}

@@ -30,6 +30,11 @@ class Args(msgspec.Struct, gc=False):
     grid: Union[list[int], None] = None
     block: Union[list[int], None] = None
     registers: Num = msgspec.field(default=None, name="registers per thread")
+    # kernels: the launch facts Kineto writes beside grid/block (from the device's properties)
+    shared_memory: Num = msgspec.field(default=None, name="shared memory")
+    blocks_per_sm: Num = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Num = msgspec.field(default=None, name="warps per SM")
+    occupancy: Num = msgspec.field(default=None, name="est. achieved occupancy %")
     finished: Union[str, bool, int, None] = None
     kind: Union[str, int, None] = None
     # PyTorch >= 2.2 on NCCL kernels: message size of the collective (-> gpu_ops.bytes)
@@ -106,6 +111,18 @@ class Device(msgspec.Struct, gc=False):
     numSms: Any = None
     multiProcessorCount: Any = None
     totalGlobalMem: Any = None
+    # the properties of occupancy (runs.devices keys: reader.DEVICE_PROPERTIES)
+    computeMajor: Any = None
+    computeMinor: Any = None
+    maxThreadsPerBlock: Any = None
+    maxThreadsPerMultiprocessor: Any = None
+    regsPerBlock: Any = None
+    regsPerMultiprocessor: Any = None
+    warpSize: Any = None
+    sharedMemPerBlock: Any = None
+    sharedMemPerMultiprocessor: Any = None
+    maxSharedMemoryPerMultiProcessor: Any = None   # ROCm's name of sharedMemPerMultiprocessor
+    sharedMemPerBlockOptin: Any = None
 
 
 class Trace(msgspec.Struct, gc=False):

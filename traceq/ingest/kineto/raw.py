@@ -22,7 +22,10 @@ category other than `Trace`. Values as the trace wrote them, with these conversi
 null when not a number; beyond float range -> ±inf); `external_id` = `External id`, else
 `external id`; `unfinished` = args.finished is "false" (any case); `bytes` = args.bytes,
 else the collective message size (max(In, Out msg nelems) x dtype size); `grid_*`/`block_*`
-= the first three integers of args.grid/args.block; `arg_kind` = args.kind when a string;
+= the first three integers of args.grid/args.block; `shared_memory` (int64), `blocks_per_sm`,
+`warps_per_sm`, `est_occupancy_pct` (float64) = args "shared memory", "blocks per SM", "warps per
+SM", "est. achieved occupancy %" (numbers or numeric strings, as `pid`/`ts` are converted);
+`arg_kind` = args.kind when a string;
 `collective`/`pg_name`/`pg_desc` = args "Collective name"/"Process Group Name"/"Process Group
 Description" when strings (numbers as their text; `pg_name` falls back on the older "Process
 Group ID", as text); `group_size` = args "Group size";
@@ -56,6 +59,9 @@ RAW_SCHEMA = pa.schema([
     ("stream", pa.int64()), ("device", pa.int64()), ("bytes", pa.int64()), ("registers", pa.int64()),
     ("grid_x", pa.int64()), ("grid_y", pa.int64()), ("grid_z", pa.int64()),
     ("block_x", pa.int64()), ("block_y", pa.int64()), ("block_z", pa.int64()),
+    # kernels' launch facts: args "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %"
+    ("shared_memory", pa.int64()), ("blocks_per_sm", pa.float64()), ("warps_per_sm", pa.float64()),
+    ("est_occupancy_pct", pa.float64()),
     ("arg_kind", pa.string()),
     # collectives (PyTorch >= 2.1 writes these in the args of NCCL kernels and record_param_comms)
     ("collective", pa.string()), ("pg_name", pa.string()), ("pg_desc", pa.string()),

@@ -57,12 +57,38 @@ def decode_file(path: Path, workdir: Path) -> Decoded:
             text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
 
 
+# runs.devices key -> the deviceProperties names Kineto writes it under (CUDA's cudaDeviceProp
+# names; ROCm traces name the shared memory per SM maxSharedMemoryPerMultiProcessor)
+DEVICE_PROPERTIES = {
+    "compute_major": ("computeMajor",), "compute_minor": ("computeMinor",),
+    "max_threads_per_block": ("maxThreadsPerBlock",), "max_threads_per_sm": ("maxThreadsPerMultiprocessor",),
+    "regs_per_block": ("regsPerBlock",), "regs_per_sm": ("regsPerMultiprocessor",), "warp_size": ("warpSize",),
+    "shared_mem_per_block": ("sharedMemPerBlock",),
+    "shared_mem_per_sm": ("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
+    "shared_mem_per_block_optin": ("sharedMemPerBlockOptin",),
+}
+
+
+def _property(v) -> int | None:
+    """A device property as an int: integers, and floats without a fraction; None otherwise."""
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    return v if type(v) is int and -2**63 <= v < 2**63 else None
+
+
 def _devices(trace: Trace) -> list[dict]:
+    """{id, name, sm_count, memory_bytes} of each device, and the `DEVICE_PROPERTIES` it has
+    as integers (a key is left out when the trace does not give it)."""
     out = []
     for d in (trace.deviceProperties or trace.computeProperties or []):
-        out.append({"id": to_int(d.id), "name": d.name if isinstance(d.name, str) else None,
-                    "sm_count": to_int(d.numSms if d.numSms is not None else d.multiProcessorCount),
-                    "memory_bytes": to_int(d.totalGlobalMem)})
+        dev = {"id": to_int(d.id), "name": d.name if isinstance(d.name, str) else None,
+               "sm_count": to_int(d.numSms if d.numSms is not None else d.multiProcessorCount),
+               "memory_bytes": to_int(d.totalGlobalMem)}
+        for key, names in DEVICE_PROPERTIES.items():
+            value = next((v for v in (_property(getattr(d, n)) for n in names) if v is not None), None)
+            if value is not None:
+                dev[key] = value
+        out.append(dev)
     return out
 
 

@@ -40,10 +40,12 @@ _GPU_CATS = sorted(GPU_CATS)
 _ANNOTATION_CATS = list(ANNOTATION_CATS)
 _OP_CATS = list(OP_CATS)
 _REGION_PREFIXES = ("ProfilerStep#", "enumerate(DataLoader)#", "enumerate(DataPipe)#")
+# kernels' launch facts (raw.RAW_SCHEMA -> gpu_ops as is)
+LAUNCH_FACTS = ("shared_memory", "blocks_per_sm", "warps_per_sm", "est_occupancy_pct")
 _EVENT_COLS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation", "unfinished"]
 _HOST_COLS = [*_EVENT_COLS, *SHAPE_COLS]
 GPU_COLS = [*_EVENT_COLS, "stream", "device", "bytes", "registers", "grid_x", "grid_y", "grid_z",
-            "block_x", "block_y", "block_z", "arg_kind",
+            "block_x", "block_y", "block_z", *LAUNCH_FACTS, "arg_kind",
             "collective", "pg_name", "pg_desc", "group_size", "seq"]
 _BE = ["B", "E"]
 HOST, GPU, REGION = 0, 1, 2
@@ -287,7 +289,7 @@ def gpu_ops_of(g: pl.DataFrame, launches: Launches, main_pid: int | None, classe
     return g.select("pid", "device", "stream", "kind", "name", "start_ns", "end_ns", "correlation",
                     "external_id", "bytes", "copy_kind", "src_kind", "dst_kind", "grid_x", "grid_y", "grid_z",
                     "block_x", "block_y", "block_z", "registers", "category", "identity", "library",
-                    *[c for c in _COLLECTIVE_ID if c in g.columns], "tensor_core")
+                    *[c for c in _COLLECTIVE_ID if c in g.columns], "tensor_core", *LAUNCH_FACTS)
 
 
 # Collective identity (raw.RAW_SCHEMA -> gpu_ops as is; traceq.clocks matches by it)

@@ -66,6 +66,15 @@ NVTX_DOMAIN_CREATE = 75
 RANK_VARS = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "LOCAL_RANK")
 NO_KERNELS = "no CUDA kernel activity in this export"
 _KEYWORDS = {"IN", "AND", "OR", "NOT", "IS", "NULL"}
+# runs.devices key -> its TARGET_INFO_GPU column (nsys 2021.x-2025.x exports all have them;
+# TARGET_INFO_CUDA_DEVICE only maps CUDA device ids to these GPUs)
+DEVICE_PROPERTIES = {
+    "compute_major": "computeMajor", "compute_minor": "computeMinor", "max_threads_per_block": "maxThreadsPerBlock",
+    "max_threads_per_sm": "maxWarpsPerSm * threadsPerWarp", "regs_per_block": "maxRegistersPerBlock",
+    "regs_per_sm": "maxRegistersPerSm", "warp_size": "threadsPerWarp", "shared_mem_per_block": "maxShmemPerBlock",
+    "shared_mem_per_sm": "maxShmemPerSm", "shared_mem_per_block_optin": "maxShmemPerBlockOptin",
+    "max_blocks_per_sm": "maxBlocksPerSm",
+}
 
 
 def _pid(col: str) -> str:
@@ -93,6 +102,8 @@ ACTIVITY = {
     "kernel": ("CUPTI_ACTIVITY_KIND_KERNEL", {
         **_GPU, "name_id": ("demangledName", "shortName"), "grid_x": "gridX", "grid_y": "gridY", "grid_z": "gridZ",
         "block_x": "blockX", "block_y": "blockY", "block_z": "blockZ", "registers": "registersPerThread",
+        # shared memory per block: the static (the kernel's own) plus the dynamic (the launch's)
+        "shared_memory": ("staticSharedMemory + dynamicSharedMemory",),
     }, "1"),
     "memcpy": ("CUPTI_ACTIVITY_KIND_MEMCPY", {
         **_GPU, "bytes": "bytes", "copy": "copyKind", "src": "srcKind", "dst": "dstKind"}, "1"),
@@ -375,13 +386,19 @@ class Export:
         return None
 
     def devices(self) -> list[dict]:
+        """{id, name, sm_count, memory_bytes} of each GPU of TARGET_INFO_GPU, and the
+        `DEVICE_PROPERTIES` whose columns the export has (keys of a NULL value left out)."""
         cols = self.columns("TARGET_INFO_GPU")
         if "id" not in cols:
             return []
         pick = ", ".join((_text if c == "name" else as_int)(c) if c in cols else "NULL"
                          for c in ("id", "name", "smCount", "totalMemory"))
-        rows = self.con.execute(f"SELECT DISTINCT {pick} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
-        return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem} for i, n, sm, mem in rows]
+        props = {k: self.usable("TARGET_INFO_GPU", e) for k, e in DEVICE_PROPERTIES.items()}
+        props = {k: e for k, e in props.items() if e is not None}
+        extra = "".join(f", {as_int(e)}" for e in props.values())
+        rows = self.con.execute(f"SELECT DISTINCT {pick}{extra} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
+        return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem,
+                 **{k: v for k, v in zip(props, rest) if v is not None}} for i, n, sm, mem, *rest in rows]
 
     def clock_offset_ns(self) -> int:
         if "utcEpochNs" in self.columns("TARGET_INFO_SESSION_START_TIME"):
