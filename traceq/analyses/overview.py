@@ -54,12 +54,6 @@ def check_window(window: str) -> str:
     return window
 
 
-def _kernel_columns(scope: Scope) -> str:
-    """The gpu_ops launch columns the GPU summary reads (null where the store has none)."""
-    have = {r[0] for r in scope.con.execute("DESCRIBE gpu_ops").fetchall()}
-    return ", ".join(c if c in have else f"NULL::DOUBLE AS {c}" for c in ("blocks_per_sm", "est_occupancy_pct"))
-
-
 def prepare(scope: Scope, window: str) -> None:
     """Temp tables ov_steps (the steps to split) and ov_kernels (the GPU summary's kernels) of
     the scope's ranks, and the typed events overview.sql reads."""
@@ -101,7 +95,7 @@ def prepare(scope: Scope, window: str) -> None:
     scope.con.execute(
         "CREATE OR REPLACE TEMP TABLE ov_kernels AS "
         "SELECT rank, device, tb_start(start_ns, $p) AS start_ns, tb_end(start_ns, end_ns, $p) AS end_ns, "
-        f"tensor_core, {_kernel_columns(scope)} FROM gpu_ops "
+        "tensor_core, blocks_per_sm, est_occupancy_pct FROM gpu_ops "
         "WHERE run = $run AND kind = 'kernel' AND device IS NOT NULL AND rank IN (SELECT rank FROM scope_window)",
         {"run": scope.run, "p": plugin})
 
