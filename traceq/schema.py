@@ -61,6 +61,9 @@ HOST_OPS_COLUMNS = [
     ("correlation", I64),
     ("external_id", I64),
     ("unfinished", BOOL),  # still open when the capture ended (end = capture end)
+    ("source_category", STR),  # the event's category, lower-cased (Kineto "cat": "cuda_runtime",
+                               # "runtime" (2021 traces), "cpu_op", "python", ...); null elsewhere. The TensorBoard
+                               # plugin's rules tell its legacy spellings apart (traceq.engine.tb_window)
     # CPU ops recorded with shapes (Kineto, record_shapes=True; null elsewhere): each the
     # compact JSON text of a list with one item per input of the op
     ("input_dims", STR),     # "Input Dims": [[512],[141,512],[512,512],[],[]] ([] = a scalar or no tensor)
@@ -85,6 +88,7 @@ REGIONS_COLUMNS = [
     ("gpu_end_ns", I64),
     ("gpu_dur_ns", I64),
     ("unfinished", BOOL),
+    ("source_category", STR),  # as host_ops': Kineto "cat" (cpu_op, user_annotation, gpu_user_annotation, ...)
     # as host_ops' (record_shapes), for the ranges of torch.autograd.profiler.emit_nvtx(record_shapes=True)
     # in nsys: input_dims from the range's name ("..., sizes = [[3], [3, 4]]" -> [[3],[3,4]]); the rest null
     ("input_dims", STR),
