@@ -57,9 +57,13 @@ def _chain(parent: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(out)
 
 
-def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
-    """The owning call (row index into `calls`) of each row of `points` (null: none); `calls`
-    has THREAD columns, family, start_ns, end_ns; `points` THREAD columns and t_ns."""
+def nest(calls: pl.DataFrame, points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The sweep of the module docstring ("enclosing"): (parent, inner). `calls` has THREAD
+    columns, start_ns, end_ns; calls of no duration are left out (treat them as points);
+    `points` THREAD columns and t_ns. parent: (call_id, depth, parent_id) per call kept, call_id
+    the row index in `calls`, depth 1 = outermost, parent_id null at depth 1. inner: (pt,
+    call_id), pt the row index in `points`, call_id the innermost call around it (points inside
+    no call are left out)."""
     c = calls.with_row_index("call_id").filter(pl.col("end_ns") > pl.col("start_ns"))
     key = [*THREAD]
     starts = c.select(*key, pl.col("start_ns").alias("t"), pl.lit(1, pl.Int8).alias("kind"),
@@ -75,21 +79,28 @@ def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
           .with_columns(open=pl.col("kind").replace_strict({1: 1, 0: -1, 2: 0}, return_dtype=pl.Int64)
                         .cum_sum().over(key)))
     st = ev.filter(pl.col("kind") == 1).select(*key, "seq", pl.col("open").alias("depth"), "call_id")
-    fam = c.select("call_id", "family")
     parent = (st.with_columns(pdepth=pl.col("depth") - 1)
               .join_asof(st.select(*key, "seq", pl.col("depth").alias("pdepth"), pl.col("call_id").alias("parent_id")),
                          on="seq", by=[*key, "pdepth"], strategy="backward", allow_exact_matches=False,
                          check_sortedness=False)
               .select("call_id", "depth", "parent_id"))
+    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select(*key, "seq", pl.col("open").alias("depth"), "pt")
+             .join_asof(st.select(*key, "seq", "depth", "call_id"), on="seq", by=[*key, "depth"], strategy="backward",
+                        check_sortedness=False)
+             .select("pt", "call_id"))
+    return parent, inner
+
+
+def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
+    """The owning call (row index into `calls`) of each row of `points` (null: none); `calls`
+    has THREAD columns, family, start_ns, end_ns; `points` THREAD columns and t_ns."""
+    parent, inner = nest(calls, points)
+    fam = calls.with_row_index("call_id").select("call_id", "family")
     chain = _chain(parent)
     wrappers = (chain.filter(pl.col("anc_id") != pl.col("call_id"))
                 .join(fam, on="call_id").join(fam.rename({"call_id": "anc_id", "family": "anc_family"}), on="anc_id")
                 .filter(pl.col("family") == pl.col("anc_family")).select("anc_id").unique()
                 .with_columns(wrapper=pl.lit(True)))
-    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select(*key, "seq", pl.col("open").alias("depth"), "pt")
-             .join_asof(st.select(*key, "seq", "depth", "call_id"), on="seq", by=[*key, "depth"], strategy="backward",
-                        check_sortedness=False)
-             .select("pt", "call_id"))
     own = (inner.join(chain, on="call_id").join(wrappers, on="anc_id", how="left")
            .with_columns(pl.col("wrapper").fill_null(False))
            .sort(["pt", "wrapper", pl.when(pl.col("wrapper")).then(-pl.col("depth")).otherwise(pl.col("depth"))])
