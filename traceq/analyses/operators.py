@@ -69,8 +69,11 @@ def operator_calls(scope: Scope, window: str = "all", launch_links: str = "on") 
     from ..queries import load as load_sql
 
     plugin = window == "tb"
-    nodes = scope.df(load_sql("operators_nodes")).sort(["rank", "pid", "tid", "start_ns", pl.col("end_ns")],
-                                                       descending=[False, False, False, False, True])
+    # of two equal spans the plugin makes the one earlier in the file the parent: the outer
+    # call, which also has the smaller External id (the store keeps no file order)
+    nodes = scope.df(load_sql("operators_nodes")).sort(
+        ["rank", "pid", "tid", "start_ns", "end_ns", pl.col("external_id").fill_null(-1)],
+        descending=[False, False, False, False, True, False])
     kinds = ["runtime", "sync_api"] if plugin else ["runtime", "sync_api", "driver"]
     launches = scope.df(load_sql("operators_launches"), {"kinds": kinds})
     if launch_links == "off":

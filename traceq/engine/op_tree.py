@@ -47,6 +47,23 @@ TB_ELIGIBLE_OPS = frozenset((
     "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward", "aten::cudnn_convolution_backward_input",
     "AddbmmBackward", "aten::cudnn_convolution_backward"))
 
+def plugin_times(df: pl.DataFrame) -> pl.DataFrame:
+    """start_ns/end_ns as the plugin sees them: it reads `ts` and `dur` as float µs and ends a
+    span at ts + dur, so on traces with absolute epoch µs (~1.7e15: a double resolves 0.25 µs) a
+    child that ends a few ns after its parent may end with it. Each time is the exact ns value
+    of that double (ts = the double nearest the recorded µs, end = the double nearest ts + dur)."""
+    def as_float(ns):
+        return (ns // 1000).cast(pl.Float64) + (ns % 1000).cast(pl.Float64) / 1000.0
+
+    def as_ns(us):
+        whole = us.floor()
+        return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000.0).round().cast(pl.Int64)
+
+    ts = as_float(pl.col("start_ns"))
+    end = ts + as_float(pl.col("end_ns") - pl.col("start_ns"))
+    return df.with_columns(start_ns=as_ns(ts), end_ns=as_ns(end))
+
+
 # overlapping nodes are dropped in rounds (each round drops those whose parent is sound)
 MAX_ROUNDS = 64
 
@@ -97,6 +114,8 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
     nodes were left out. `nodes`: operators_nodes.sql's rows; `launches`: operators_launches.sql's;
     `plugin`: the plugin's launch link (External id) and dedup, else traceq's (the call around the
     launch); `eligible(name, input_types) -> bool`: tensor-core eligibility by name."""
+    if plugin:
+        nodes, launches = plugin_times(nodes), plugin_times(launches)
     nodes = nodes.with_row_index("node_id").with_columns(clock=pl.lit("host"), dur_ns=pl.col("end_ns") - pl.col("start_ns"))
     tree, dropped = _tree(nodes)
     kept = nodes.join(tree, on="node_id")
