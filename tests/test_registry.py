@@ -26,6 +26,7 @@ CASES = {
     "ranks": ([], {"run": "nsys_sample"}),
     "compare": ([], {"baseline": "fast_dataloader"}),
     "roofline": ([], {"run": "slow_dataloader", "peak_tflops": 100.0}),
+    "operators": ([], {"run": "slow_dataloader"}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.

@@ -30,6 +30,7 @@ COMMANDS = {
     "stalls": ["stalls", "--run", "slow_dataloader"],
     "diff": ["diff", "slow_dataloader", "nsys_sample", "--top", "5"],
     "runs": ["runs"],
+    "operators": ["operators", "--run", "slow_dataloader"],
 }
 
 

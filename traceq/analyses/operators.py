@@ -30,8 +30,8 @@ NO_STACK = ("call stacks: the store keeps none (Kineto's \"Call stack\" args are
 
 COLUMNS = (
     Column("name", "the op (cpu_op name)"),
-    Column("input_shape", "its input dims as the trace records them (--group-by input-shape; [] when not "
-                          "recorded); JSON: a list"),
+    Column("input_shape", "its input dims as the trace records them, JSON text (--group-by input-shape; "
+                          "[] when not recorded)"),
     Column("calls", "op calls (a call whose only child is a call of the same op counts once)"),
     Column("device_self_ns", "GPU time (kernels, copies, memsets) launched by the op's own runtime calls"),
     Column("device_total_ns", "GPU time launched by the op and every op below it"),
@@ -166,19 +166,6 @@ def view(res: Result) -> list[Block]:
     return [Block(df, res.headline, notes=res.notes, drop_first=res.analysis.drop_first)]
 
 
-def _json(res: Result) -> dict:
-    rows = []
-    for r in res.rows_df(res.df).to_dicts():
-        if "input_shape" in r:
-            try:
-                r["input_shape"] = json.loads(r["input_shape"])
-            except (TypeError, ValueError):
-                pass
-        rows.append(r)
-    return {"analysis": "operators", "run": res.run, "rank": res.rank, "steps": res.steps, "labels": res.labels,
-            "headline": res.headline, "notes": res.notes, "units": res.units(), "rows": rows}
-
-
 def report_section(ctx) -> list:
     """The headline and the operator table (top ops by device self time)."""
     from ..report.html import table
@@ -220,7 +207,6 @@ ANALYSIS = Analysis(
     sort=("device_self_ns descending", "host_self_ns descending"),
     drop_first=("input_shape", "tc_total_pct", "tc_self_pct", "host_total_ns", "device_total_ns"),
     view=view,
-    json=_json,
     report="Operators: host and device time per op",
     report_section=report_section,
     order=38,
