@@ -92,12 +92,15 @@ def operator_calls(scope: Scope, window: str = "all", launch_links: str = "on") 
 def table_of(calls: pl.DataFrame, group_by: str = "name", plugin: bool = False) -> pl.DataFrame:
     """The view's rows from operator_calls' frame: one per op name (and input shape)."""
     keys = ["name"] if group_by == "name" else ["name", "input_shape"]
-    c = calls.with_columns(input_shape=pl.col("input_dims").fill_null("[]")).sort("order")
+    c = calls.with_columns(input_shape=pl.col("input_dims").fill_null("[]"))
+    # the plugin's traversal order: thread by thread (in order of their first call), children
+    # before their parent
+    order = ["rank", "t0", "pid", "tid", "end_ns", "level", "start_ns"]
     agg = c.group_by(keys).agg(
         calls=pl.len(), device_self_ns=pl.col("device_self_ns").sum(), device_total_ns=pl.col("device_total_ns").sum(),
         host_self_ns=pl.col("host_self_ns").sum(), host_total_ns=pl.col("host_total_ns").sum(),
         # the plugin keeps the eligibility of the group's first call in its traversal order
-        tc_eligible=pl.col("tc_eligible").first() if plugin else pl.col("tc_eligible").any(),
+        tc_eligible=pl.col("tc_eligible").sort_by(order).first() if plugin else pl.col("tc_eligible").any(),
         tc_self_ns=pl.col("tc_self_ns").sum(), tc_total_ns=pl.col("tc_total_ns").sum())
     pct = {"tc_self_pct": ("tc_self_ns", "device_self_ns"), "tc_total_pct": ("tc_total_ns", "device_total_ns")}
     agg = agg.with_columns(

@@ -45,7 +45,7 @@ def register_names(scope, names: dict[str, str]) -> None:
     scope.con.unregister("op_names_df")
 
 
-def _chain(parent: pl.DataFrame) -> pl.DataFrame:
+def ancestors(parent: pl.DataFrame) -> pl.DataFrame:
     """(call_id, anc_id, depth): every call and its ancestors, itself included."""
     out = [parent.select("call_id", pl.col("call_id").alias("anc_id"), "depth")]
     links = parent.filter(pl.col("parent_id").is_not_null()).select("call_id", "parent_id", "depth")
@@ -64,6 +64,9 @@ def nest(calls: pl.DataFrame, points: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
     the row index in `calls`, depth 1 = outermost, parent_id null at depth 1. inner: (pt,
     call_id), pt the row index in `points`, call_id the innermost call around it (points inside
     no call are left out)."""
+    # the clock as a small integer: only the grouping by thread matters, not the threads' order
+    code = pl.col("clock").cast(pl.Categorical).to_physical()
+    calls, points = calls.with_columns(clock=code), points.with_columns(clock=code)
     c = calls.with_row_index("call_id").filter(pl.col("end_ns") > pl.col("start_ns"))
     key = [*THREAD]
     starts = c.select(*key, pl.col("start_ns").alias("t"), pl.lit(1, pl.Int8).alias("kind"),
@@ -96,7 +99,7 @@ def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
     has THREAD columns, family, start_ns, end_ns; `points` THREAD columns and t_ns."""
     parent, inner = nest(calls, points)
     fam = calls.with_row_index("call_id").select("call_id", "family")
-    chain = _chain(parent)
+    chain = ancestors(parent)
     wrappers = (chain.filter(pl.col("anc_id") != pl.col("call_id"))
                 .join(fam, on="call_id").join(fam.rename({"call_id": "anc_id", "family": "anc_family"}), on="anc_id")
                 .filter(pl.col("family") == pl.col("anc_family")).select("anc_id").unique()

@@ -31,7 +31,7 @@ All steps are polars joins and group-bys over whole tables (no per-event Python)
 from __future__ import annotations
 
 from ..lazy import polars as pl
-from .op_owner import THREAD, _chain, nest
+from .op_owner import THREAD, ancestors, nest
 
 # the plugin's TC_OP_Allowlist (torch_tb_profiler/profiler/tensor_core.py, 0.4.3): op names, exact
 TB_ELIGIBLE_OPS = frozenset((
@@ -68,15 +68,21 @@ def plugin_times(df: pl.DataFrame) -> pl.DataFrame:
 MAX_ROUNDS = 64
 
 
-def _tree(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """(node_id, parent_id) of the nodes kept, and how many overlapping nodes were left out.
+def _tree(nodes: pl.DataFrame, extra: pl.DataFrame | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame | None]:
+    """(node_id, parent_id) of the nodes kept, how many overlapping nodes were left out, and for
+    the `extra` points (THREAD columns, t_ns) (pt, node_id): the innermost kept node around each.
     `nodes`: node_id, THREAD columns, start_ns, end_ns."""
     alive = nodes
     dropped = 0
     for _ in range(MAX_ROUNDS):
         spans = alive.filter(pl.col("end_ns") > pl.col("start_ns"))
         zero = alive.filter(pl.col("end_ns") <= pl.col("start_ns"))
-        par, inner = nest(spans, zero.with_columns(t_ns=pl.col("start_ns")))
+        zpts = zero.select(*THREAD, t_ns=pl.col("start_ns"))
+        n_zero = zpts.height
+        if extra is not None:
+            zpts = pl.concat([zpts, extra.select(*THREAD, "t_ns")], how="vertical_relaxed")
+        par, inner_all = nest(spans, zpts)
+        inner = inner_all.filter(pl.col("pt") < n_zero)
         sid = spans["node_id"]
         # map sweep indices (rows of `spans`/`zero`) to node ids
         ids = sid.to_frame("node_id").with_row_index("i")
@@ -94,7 +100,11 @@ def _tree(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
                      on="parent_id")
                .filter(pl.col("end_ns") > pl.col("p_end")))
         if not bad.height:
-            return tree, dropped
+            ext = None
+            if extra is not None:
+                ext = (inner_all.filter(pl.col("pt") >= n_zero).with_columns(pt=pl.col("pt") - n_zero)
+                       .join(ids, left_on="call_id", right_on="i").select("pt", "node_id"))
+            return tree, dropped, ext
         # sound: the parent holds the start (later ones may sit on a wrong parent until the
         # overlapping node is gone) and is not overlapping itself
         flagged = bad["node_id"]
@@ -104,7 +114,11 @@ def _tree(nodes: pl.DataFrame) -> tuple[pl.DataFrame, int]:
             drop = bad.sort("start_ns").head(1)["node_id"]
         dropped += len(drop)
         alive = alive.filter(~pl.col("node_id").is_in(drop.implode()))
-    return tree, dropped
+    spans = alive.filter(pl.col("end_ns") > pl.col("start_ns"))
+    ids = spans["node_id"].to_frame("node_id").with_row_index("i")
+    _, inner = nest(spans, extra) if extra is not None else (None, None)
+    ext = None if inner is None else inner.join(ids, left_on="call_id", right_on="i").select("pt", "node_id")
+    return tree, dropped, ext
 
 
 def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible) -> tuple[pl.DataFrame, int]:
@@ -117,7 +131,8 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
     if plugin:
         nodes, launches = plugin_times(nodes), plugin_times(launches)
     nodes = nodes.with_row_index("node_id").with_columns(clock=pl.lit("host"), dur_ns=pl.col("end_ns") - pl.col("start_ns"))
-    tree, dropped = _tree(nodes)
+    pts = None if plugin else launches.select(*THREAD[:3], clock=pl.lit("host"), t_ns=pl.col("start_ns"))
+    tree, dropped, around = _tree(nodes, pts)
     kept = nodes.join(tree, on="node_id")
     # dedup: a cpu_op whose only child is a cpu_op of its name absorbs it
     n_kids = tree.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(n_kids=pl.len())
@@ -151,12 +166,7 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
         owned = (owned.join(kept.select("node_id"), on="node_id", how="semi")      # dropped ops lose them
                  .join(has_absorbed_child, on="node_id", how="anti"))              # so do absorbing ones
     else:
-        spans = kept.filter(pl.col("dur_ns") > 0)
-        pts = launches.with_columns(clock=pl.lit("host"), t_ns=pl.col("start_ns"))
-        _, inner = nest(spans, pts)
-        ids = spans["node_id"].to_frame("node_id").with_row_index("i")
-        owned = (pts.with_row_index("pt").join(inner, on="pt").join(ids, left_on="call_id", right_on="i")
-                 .drop("call_id", "pt"))
+        owned = launches.with_row_index("pt").join(around, on="pt").drop("pt")
     owned = to_head(owned, "node_id")
     own = owned.group_by("node_id").agg(rt_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
                                         gpu_ns=pl.col("gpu_ns").sum(), tc_ns=pl.col("tc_ns").sum())
@@ -167,7 +177,7 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
              .join(names, on=["name", "input_types"], how="left", nulls_equal=True)
              .with_columns(pl.col("rt_ns", "gpu_ns", "tc_ns", "child_ns").fill_null(0)))
     # subtree sums over the final tree
-    chain = _chain(final.select(pl.col("node_id").alias("call_id"), pl.col("parent_id"), pl.lit(0).alias("depth")))
+    chain = ancestors(final.select(pl.col("node_id").alias("call_id"), pl.col("parent_id"), pl.lit(0).alias("depth")))
     seed = final.select(pl.col("node_id").alias("call_id"), "gpu_ns", "tc_ns",
                         seed=pl.col("by_name") | (pl.col("cpu_op") & (pl.col("tc_ns") > 0)))
     below = (chain.join(seed, on="call_id").group_by("anc_id")
@@ -183,7 +193,5 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
                          host_self_ns=pl.col("dur_ns") - pl.col("child_ns") - pl.col("rt_ns"),
                          device_self_ns=pl.col("gpu_ns"), tc_self_ns=pl.col("tc_ns"),
                          tc_eligible=pl.col("by_name") | (pl.col("cpu_op") & pl.col("any_seed")))
-           .sort(["rank", "t0", "pid", "tid", "end_ns", "level", "start_ns"], descending=[False, False, False, False,
-                                                                                          False, True, False])
-           .with_row_index("order"))
+           .with_columns(level=-pl.col("level").cast(pl.Int64)))
     return out, dropped
