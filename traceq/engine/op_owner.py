@@ -76,19 +76,23 @@ def nest(calls: pl.DataFrame, points: pl.DataFrame) -> tuple[pl.DataFrame, pl.Da
     pts = (points.with_row_index("pt").filter(pl.col("t_ns").is_not_null() & pl.col("clock").is_not_null())
            .select(*key, pl.col("t_ns").alias("t"), pl.lit(2, pl.Int8).alias("kind"), pl.lit(0, pl.Int64).alias("tie"),
                    pl.lit(None, pl.UInt32).alias("call_id"), "pt"))
+    # sorted by thread and time; `th` numbers the threads, and as every call ends on its own
+    # thread, the running count of open calls over all events is each thread's own; the as-of
+    # joins look up (thread, depth) as one integer
     ev = (pl.concat([starts, ends, pts], how="vertical_relaxed")
           .sort([*key, "t", "kind", "tie", "call_id"], nulls_last=True)
           .with_row_index("seq")
-          .with_columns(open=pl.col("kind").replace_strict({1: 1, 0: -1, 2: 0}, return_dtype=pl.Int64)
-                        .cum_sum().over(key)))
-    st = ev.filter(pl.col("kind") == 1).select(*key, "seq", pl.col("open").alias("depth"), "call_id")
-    parent = (st.with_columns(pdepth=pl.col("depth") - 1)
-              .join_asof(st.select(*key, "seq", pl.col("depth").alias("pdepth"), pl.col("call_id").alias("parent_id")),
-                         on="seq", by=[*key, "pdepth"], strategy="backward", allow_exact_matches=False,
-                         check_sortedness=False)
+          .with_columns(th=pl.struct(key).rle_id().cast(pl.Int64),
+                        open=pl.col("kind").replace_strict({1: 1, 0: -1, 2: 0}, return_dtype=pl.Int64).cum_sum()))
+    level = pl.col("th") * (1 << 24) + pl.col("open")
+    st = ev.filter(pl.col("kind") == 1).select("seq", pl.col("open").alias("depth"), "call_id", bk=level)
+    parent = (st.with_columns(pk=pl.col("bk") - 1)
+              .join_asof(st.select("seq", pl.col("bk").alias("pk"), pl.col("call_id").alias("parent_id")),
+                         on="seq", by="pk", strategy="backward", allow_exact_matches=False, check_sortedness=False)
+              .with_columns(parent_id=pl.when(pl.col("depth") > 1).then(pl.col("parent_id")))
               .select("call_id", "depth", "parent_id"))
-    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select(*key, "seq", pl.col("open").alias("depth"), "pt")
-             .join_asof(st.select(*key, "seq", "depth", "call_id"), on="seq", by=[*key, "depth"], strategy="backward",
+    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select("seq", "pt", bk=level)
+             .join_asof(st.select("seq", "bk", "call_id"), on="seq", by="bk", strategy="backward",
                         check_sortedness=False)
              .select("pt", "call_id"))
     return parent, inner

@@ -31,7 +31,7 @@ All steps are polars joins and group-bys over whole tables (no per-event Python)
 from __future__ import annotations
 
 from ..lazy import polars as pl
-from .op_owner import THREAD, ancestors, nest
+from .op_owner import THREAD, nest
 
 # the plugin's TC_OP_Allowlist (torch_tb_profiler/profiler/tensor_core.py, 0.4.3): op names, exact
 TB_ELIGIBLE_OPS = frozenset((
@@ -81,30 +81,27 @@ def _tree(nodes: pl.DataFrame, extra: pl.DataFrame | None = None) -> tuple[pl.Da
         n_zero = zpts.height
         if extra is not None:
             zpts = pl.concat([zpts, extra.select(*THREAD, "t_ns")], how="vertical_relaxed")
-        par, inner_all = nest(spans, zpts)
-        inner = inner_all.filter(pl.col("pt") < n_zero)
-        sid = spans["node_id"]
-        # map sweep indices (rows of `spans`/`zero`) to node ids
-        ids = sid.to_frame("node_id").with_row_index("i")
-        kids = (par.join(ids, left_on="call_id", right_on="i").join(
-            ids.rename({"node_id": "parent_node"}), left_on="parent_id", right_on="i", how="left")
-            .select("node_id", pl.col("parent_node").alias("parent_id")))
-        zid = zero["node_id"].to_frame("node_id").with_row_index("pt")
-        zkids = (zid.join(inner, on="pt", how="left")
-                 .join(ids.rename({"node_id": "parent_node"}), left_on="call_id", right_on="i", how="left")
-                 .select("node_id", pl.col("parent_node").alias("parent_id")))
+        par, inner = nest(spans, zpts)
+        # sweep indices (rows of `spans`, of the points) -> node ids, by position
+        sid, s_start, s_end = spans["node_id"], spans["start_ns"], spans["end_ns"]
+        par = par.sort("call_id")                      # one row per span, in row order
+        p_idx = par["parent_id"]
+        kids = pl.DataFrame({"node_id": sid, "parent_id": sid.gather(p_idx),
+                             "start_ns": s_start, "end_ns": s_end,
+                             "p_start": s_start.gather(p_idx), "p_end": s_end.gather(p_idx)})
+        zin = (pl.DataFrame({"pt": pl.int_range(0, n_zero, dtype=pl.UInt32, eager=True)})
+               .join(inner, on="pt", how="left").sort("pt")["call_id"])
+        zkids = pl.DataFrame({"node_id": zero["node_id"], "parent_id": sid.gather(zin),
+                              "start_ns": zero["start_ns"], "end_ns": zero["end_ns"],
+                              "p_start": s_start.gather(zin), "p_end": s_end.gather(zin)})
         tree = pl.concat([kids, zkids])
-        span = alive.select("node_id", "start_ns", "end_ns")
-        bad = (tree.join(span, on="node_id")
-               .join(span.rename({"node_id": "parent_id", "start_ns": "p_start", "end_ns": "p_end"}),
-                     on="parent_id")
-               .filter(pl.col("end_ns") > pl.col("p_end")))
+        bad = tree.filter(pl.col("end_ns") > pl.col("p_end"))
         if not bad.height:
             ext = None
             if extra is not None:
-                ext = (inner_all.filter(pl.col("pt") >= n_zero).with_columns(pt=pl.col("pt") - n_zero)
-                       .join(ids, left_on="call_id", right_on="i").select("pt", "node_id"))
-            return tree, dropped, ext
+                ext = inner.filter(pl.col("pt") >= n_zero)
+                ext = pl.DataFrame({"pt": ext["pt"] - n_zero, "node_id": sid.gather(ext["call_id"])})
+            return tree.select("node_id", "parent_id"), dropped, ext
         # sound: the parent holds the start (later ones may sit on a wrong parent until the
         # overlapping node is gone) and is not overlapping itself
         flagged = bad["node_id"]
@@ -114,11 +111,7 @@ def _tree(nodes: pl.DataFrame, extra: pl.DataFrame | None = None) -> tuple[pl.Da
             drop = bad.sort("start_ns").head(1)["node_id"]
         dropped += len(drop)
         alive = alive.filter(~pl.col("node_id").is_in(drop.implode()))
-    spans = alive.filter(pl.col("end_ns") > pl.col("start_ns"))
-    ids = spans["node_id"].to_frame("node_id").with_row_index("i")
-    _, inner = nest(spans, extra) if extra is not None else (None, None)
-    ext = None if inner is None else inner.join(ids, left_on="call_id", right_on="i").select("pt", "node_id")
-    return tree, dropped, ext
+    raise RuntimeError(f"operator trees: still overlapping calls after {MAX_ROUNDS} rounds")
 
 
 def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible) -> tuple[pl.DataFrame, int]:
@@ -176,22 +169,36 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
     final = (final.join(own, on="node_id", how="left").join(child_ns.rename({"parent_id": "node_id"}), on="node_id", how="left")
              .join(names, on=["name", "input_types"], how="left", nulls_equal=True)
              .with_columns(pl.col("rt_ns", "gpu_ns", "tc_ns", "child_ns").fill_null(0)))
-    # subtree sums over the final tree
-    chain = ancestors(final.select(pl.col("node_id").alias("call_id"), pl.col("parent_id"), pl.lit(0).alias("depth")))
-    seed = final.select(pl.col("node_id").alias("call_id"), "gpu_ns", "tc_ns",
-                        seed=pl.col("by_name") | (pl.col("cpu_op") & (pl.col("tc_ns") > 0)))
-    below = (chain.join(seed, on="call_id").group_by("anc_id")
-             .agg(device_total_ns=pl.col("gpu_ns").sum(), tc_total_ns=pl.col("tc_ns").sum(), any_seed=pl.col("seed").any(),
-                  depth=pl.len()))
-    depth = chain.group_by("call_id").agg(level=pl.len())
-    first_t = final.group_by("rank", "pid", "tid").agg(t0=pl.col("start_ns").min())
-    out = (final.filter(pl.col("op"))
-           .join(below.rename({"anc_id": "node_id"}).drop("depth"), on="node_id", how="left")
-           .join(depth.rename({"call_id": "node_id"}), on="node_id", how="left")
-           .join(first_t, on=["rank", "pid", "tid"], how="left")
+    # subtree sums: in pre-order (thread, start, longer first: node_id order) a node's subtree
+    # is the run of nodes from it up to the last one of its thread that starts before its end,
+    # so each sum is a difference of running sums (no walk up the ancestors)
+    final = final.sort("node_id").with_columns(
+        pos=pl.int_range(pl.len(), dtype=pl.Int64),
+        seed=(pl.col("by_name") | (pl.col("cpu_op") & (pl.col("tc_ns") > 0))).cast(pl.Int64))
+    final = final.with_columns(cg=pl.col("gpu_ns").cum_sum(), ct=pl.col("tc_ns").cum_sum(), cs=pl.col("seed").cum_sum())
+    key = ["rank", "pid", "tid"]
+    # one sorted key over all threads: thread number × (longest thread span + 1) + time in thread
+    final = final.with_columns(thread=pl.struct(key).rle_id(),
+                               t_min=pl.col("start_ns").min().over(key))
+    width = int((final["end_ns"] - final["t_min"]).max() or 0) + 1
+    starts = final["thread"].cast(pl.Int64) * width + (final["start_ns"] - final["t_min"])
+    ends = final["thread"].cast(pl.Int64) * width + (final["end_ns"] - final["t_min"])
+    last_pos = (starts.search_sorted(ends, side="left").cast(pl.Int64) - 1)
+    final = final.with_columns(last_pos=pl.max_horizontal(pl.col("pos"), last_pos))
+    below = final.select(pl.col("cg").gather(pl.col("last_pos")).alias("cg_e"),
+                         pl.col("ct").gather(pl.col("last_pos")).alias("ct_e"),
+                         pl.col("cs").gather(pl.col("last_pos")).alias("cs_e"), "pos")
+    first_t = final.group_by(*key).agg(t0=pl.col("start_ns").min())
+    out = (final.join(below, on="pos")
+           .with_columns(device_total_ns=pl.col("cg_e") - pl.col("cg") + pl.col("gpu_ns"),
+                         tc_total_ns=pl.col("ct_e") - pl.col("ct") + pl.col("tc_ns"),
+                         any_seed=(pl.col("cs_e") - pl.col("cs") + pl.col("seed")) > 0)
+           .filter(pl.col("op"))
+           .join(first_t, on=key, how="left")
            .with_columns(host_total_ns=pl.col("dur_ns"),
                          host_self_ns=pl.col("dur_ns") - pl.col("child_ns") - pl.col("rt_ns"),
                          device_self_ns=pl.col("gpu_ns"), tc_self_ns=pl.col("tc_ns"),
-                         tc_eligible=pl.col("by_name") | (pl.col("cpu_op") & pl.col("any_seed")))
-           .with_columns(level=-pl.col("level").cast(pl.Int64)))
+                         tc_eligible=pl.col("by_name") | (pl.col("cpu_op") & pl.col("any_seed")),
+                         level=-pl.col("pos"))
+           .drop("cg", "ct", "cs", "cg_e", "ct_e", "cs_e", "seed", "thread", "t_min", "last_pos"))
     return out, dropped
