@@ -30,6 +30,8 @@ All steps are polars joins and group-bys over whole tables (no per-event Python)
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..lazy import polars as pl
 from .op_owner import THREAD, nest
 
@@ -126,79 +128,86 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
     nodes = nodes.with_row_index("node_id").with_columns(clock=pl.lit("host"), dur_ns=pl.col("end_ns") - pl.col("start_ns"))
     pts = None if plugin else launches.select(*THREAD[:3], clock=pl.lit("host"), t_ns=pl.col("start_ns"))
     tree, dropped, around = _tree(nodes, pts)
-    kept = nodes.join(tree, on="node_id")
-    # dedup: a cpu_op whose only child is a cpu_op of its name absorbs it
-    n_kids = tree.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(n_kids=pl.len())
-    info = kept.select("node_id", "name", "cpu_op")
-    absorbed = (tree.join(n_kids, on="parent_id").filter(pl.col("n_kids") == 1)
-                .join(info, on="node_id").join(info.rename({"node_id": "parent_id", "name": "p_name", "cpu_op": "p_cpu"}),
-                                               on="parent_id")
-                .filter(pl.col("cpu_op") & pl.col("p_cpu") & (pl.col("name") == pl.col("p_name")))
-                .select("node_id", pl.col("parent_id").alias("into")))
-    head = absorbed
+    # from here on, arrays indexed by node_id (the nodes' row numbers, in pre-order: thread,
+    # start, longer first)
+    n = nodes.height
+    node_ids = tree["node_id"].to_numpy().astype(np.int64)
+    alive = np.zeros(n, bool)
+    alive[node_ids] = True
+    parent = np.full(n, -1, np.int64)
+    parent[node_ids] = tree["parent_id"].fill_null(-1).to_numpy().astype(np.int64)
+    has_parent = parent >= 0
+    up = np.where(has_parent, parent, 0)
+    cpu = nodes["cpu_op"].to_numpy()
+    name = nodes["name"].cast(pl.Categorical).to_physical().to_numpy()
+    # dedup: a cpu_op whose only child is a cpu_op of its name absorbs it (chains: repeatedly)
+    n_kids = np.bincount(parent[alive & has_parent], minlength=n)
+    absorbed = (alive & has_parent & (n_kids[up] == 1) & cpu & cpu[up] & (name == name[up]))
+    head = np.arange(n)
+    head[absorbed] = parent[absorbed]
     while True:
-        nxt = head.join(absorbed.rename({"node_id": "into", "into": "into2"}), on="into", how="left")
-        if nxt["into2"].null_count() == nxt.height:
+        nxt = head[head]
+        if np.array_equal(nxt, head):
             break
-        head = nxt.select("node_id", pl.coalesce("into2", "into").alias("into"))
-    head_of = head.rename({"into": "head"})
-    has_absorbed_child = absorbed.select(pl.col("into").alias("node_id")).unique().with_columns(swallowed=pl.lit(True))
-
-    def to_head(df: pl.DataFrame, col: str) -> pl.DataFrame:
-        return (df.join(head_of.rename({"node_id": col, "head": "_h"}), on=col, how="left")
-                .with_columns(pl.coalesce("_h", col).alias(col)).drop("_h"))
-
-    final = kept.join(absorbed.select("node_id"), on="node_id", how="anti")
-    final = to_head(final, "parent_id")
-    # launch calls -> the node they belong to
+        head = nxt
+    swallowed = np.zeros(n, bool)
+    swallowed[parent[absorbed]] = True
+    final = alive & ~absorbed
+    fparent = np.where(has_parent, head[up], -1)
+    # launch calls -> the node they belong to (-1: none)
     if plugin:
         by_ext = (nodes.filter(pl.col("cpu_op") & pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
                   .sort("start_ns").group_by("rank", "external_id", maintain_order=True).first()
                   .select("rank", "external_id", "node_id"))
-        owned = launches.join(by_ext, on=["rank", "external_id"], how="inner")
-        owned = (owned.join(kept.select("node_id"), on="node_id", how="semi")      # dropped ops lose them
-                 .join(has_absorbed_child, on="node_id", how="anti"))              # so do absorbing ones
+        owner = (launches.select("rank", "external_id").join(by_ext, on=["rank", "external_id"], how="left",
+                                                             maintain_order="left")["node_id"]
+                 .fill_null(-1).to_numpy().astype(np.int64))
+        ok = owner >= 0
+        ok[ok] = alive[owner[ok]] & ~swallowed[owner[ok]]      # dropped and absorbing ops lose them
     else:
-        owned = launches.with_row_index("pt").join(around, on="pt").drop("pt")
-    owned = to_head(owned, "node_id")
-    own = owned.group_by("node_id").agg(rt_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
-                                        gpu_ns=pl.col("gpu_ns").sum(), tc_ns=pl.col("tc_ns").sum())
-    child_ns = final.filter(pl.col("parent_id").is_not_null()).group_by("parent_id").agg(child_ns=pl.col("dur_ns").sum())
-    names = final.select("name", "input_types").unique()
-    names = names.with_columns(by_name=pl.Series([eligible(n, t) for n, t in names.iter_rows()], dtype=pl.Boolean))
-    final = (final.join(own, on="node_id", how="left").join(child_ns.rename({"parent_id": "node_id"}), on="node_id", how="left")
-             .join(names, on=["name", "input_types"], how="left", nulls_equal=True)
-             .with_columns(pl.col("rt_ns", "gpu_ns", "tc_ns", "child_ns").fill_null(0)))
-    # subtree sums: in pre-order (thread, start, longer first: node_id order) a node's subtree
-    # is the run of nodes from it up to the last one of its thread that starts before its end,
-    # so each sum is a difference of running sums (no walk up the ancestors)
-    final = final.sort("node_id").with_columns(
-        pos=pl.int_range(pl.len(), dtype=pl.Int64),
-        seed=(pl.col("by_name") | (pl.col("cpu_op") & (pl.col("tc_ns") > 0))).cast(pl.Int64))
-    final = final.with_columns(cg=pl.col("gpu_ns").cum_sum(), ct=pl.col("tc_ns").cum_sum(), cs=pl.col("seed").cum_sum())
-    key = ["rank", "pid", "tid"]
-    # one sorted key over all threads: thread number × (longest thread span + 1) + time in thread
-    final = final.with_columns(thread=pl.struct(key).rle_id(),
-                               t_min=pl.col("start_ns").min().over(key))
-    width = int((final["end_ns"] - final["t_min"]).max() or 0) + 1
-    starts = final["thread"].cast(pl.Int64) * width + (final["start_ns"] - final["t_min"])
-    ends = final["thread"].cast(pl.Int64) * width + (final["end_ns"] - final["t_min"])
-    last_pos = (starts.search_sorted(ends, side="left").cast(pl.Int64) - 1)
-    final = final.with_columns(last_pos=pl.max_horizontal(pl.col("pos"), last_pos))
-    below = final.select(pl.col("cg").gather(pl.col("last_pos")).alias("cg_e"),
-                         pl.col("ct").gather(pl.col("last_pos")).alias("ct_e"),
-                         pl.col("cs").gather(pl.col("last_pos")).alias("cs_e"), "pos")
-    first_t = final.group_by(*key).agg(t0=pl.col("start_ns").min())
-    out = (final.join(below, on="pos")
-           .with_columns(device_total_ns=pl.col("cg_e") - pl.col("cg") + pl.col("gpu_ns"),
-                         tc_total_ns=pl.col("ct_e") - pl.col("ct") + pl.col("tc_ns"),
-                         any_seed=(pl.col("cs_e") - pl.col("cs") + pl.col("seed")) > 0)
-           .filter(pl.col("op"))
-           .join(first_t, on=key, how="left")
-           .with_columns(host_total_ns=pl.col("dur_ns"),
-                         host_self_ns=pl.col("dur_ns") - pl.col("child_ns") - pl.col("rt_ns"),
-                         device_self_ns=pl.col("gpu_ns"), tc_self_ns=pl.col("tc_ns"),
-                         tc_eligible=pl.col("by_name") | (pl.col("cpu_op") & pl.col("any_seed")),
-                         level=-pl.col("pos"))
-           .drop("cg", "ct", "cs", "cg_e", "ct_e", "cs_e", "seed", "thread", "t_min", "last_pos"))
+        owner = np.full(launches.height, -1, np.int64)
+        owner[around["pt"].to_numpy()] = around["node_id"].to_numpy()
+        ok = owner >= 0
+    owner = head[owner[ok]]
+
+    def per_node(values, at, mask=None) -> np.ndarray:
+        w = np.asarray(values, np.float64) if mask is None else np.asarray(values, np.float64)[mask]
+        return np.rint(np.bincount(at, weights=w, minlength=n)).astype(np.int64)
+
+    l_dur = (launches["end_ns"] - launches["start_ns"]).to_numpy()
+    rt_ns = per_node(l_dur, owner, ok)
+    gpu_ns = per_node(launches["gpu_ns"].to_numpy(), owner, ok)
+    tc_ns = per_node(launches["tc_ns"].to_numpy(), owner, ok)
+    dur = nodes["dur_ns"].to_numpy()
+    kid = final & has_parent
+    child_ns = per_node(dur[kid], fparent[kid])
+    pairs = nodes.filter(pl.Series(final)).select("name", "input_types").unique()
+    by_name = (nodes.select("name", "input_types")
+               .join(pairs.with_columns(by_name=pl.Series([eligible(a, b) for a, b in pairs.iter_rows()],
+                                                          dtype=pl.Boolean)),
+                     on=["name", "input_types"], how="left", nulls_equal=True, maintain_order="left")
+               ["by_name"].fill_null(False).to_numpy())
+    seed = (by_name | (cpu & (tc_ns > 0))).astype(np.int64)
+    # subtree sums: in pre-order a node's subtree is the run of nodes from it up to the last one
+    # of its thread that starts before its end, so each sum is a difference of running sums
+    idx = np.nonzero(final)[0]
+    thread = nodes.select(pl.struct("rank", "pid", "tid").rle_id())[:, 0].to_numpy().astype(np.int64)[idx]
+    start, end = nodes["start_ns"].to_numpy()[idx], nodes["end_ns"].to_numpy()[idx]
+    grp = np.cumsum(np.r_[0, np.diff(thread) != 0]) if len(idx) else thread
+    t_min = start[np.r_[0, np.nonzero(np.diff(thread))[0] + 1]][grp] if len(idx) else start   # sorted: the first
+    width = int((end - t_min).max()) + 1 if len(idx) else 1
+    key_s, key_e = thread * width + (start - t_min), thread * width + (end - t_min)
+    pos = np.arange(len(idx))
+    last = np.maximum(pos, np.searchsorted(key_s, key_e, side="left") - 1)
+
+    def subtree(v: np.ndarray) -> np.ndarray:
+        c = np.cumsum(v[idx])
+        return c[last] - c + v[idx]
+
+    cols = {"host_total_ns": dur[idx], "host_self_ns": dur[idx] - child_ns[idx] - rt_ns[idx],
+            "device_self_ns": gpu_ns[idx], "device_total_ns": subtree(gpu_ns), "tc_self_ns": tc_ns[idx],
+            "tc_total_ns": subtree(tc_ns),
+            "tc_eligible": by_name[idx] | (cpu[idx] & (subtree(seed) > 0)), "t0": t_min, "level": -pos}
+    out = (nodes[idx].with_columns(**{k: pl.Series(k, v) for k, v in cols.items()})
+           .filter(pl.col("op")))
     return out, dropped
