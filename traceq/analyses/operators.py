@@ -129,8 +129,8 @@ def headline(df: pl.DataFrame, scope: Scope, window: str) -> str:
                      "no op launched GPU work")
     elig = df.filter(pl.col("tc_eligible"))
     if dev and elig.height:
-        e_ns = elig["device_total_ns"].sum()
-        parts.append(f"tensor-core-eligible ops: {e_ns / 1e6:,.2f} ms of device time")
+        e_ns = elig["device_self_ns"].sum()
+        parts.append(f"tensor-core-eligible ops launched {e_ns / 1e6:,.2f} ms ({100 * e_ns / dev:.1f} %)")
     return "; ".join(parts)
 
 
