@@ -171,3 +171,23 @@ def test_equal_to_the_plugin(stores, name):
             for f, d in (("tc_self", "device_self"), ("tc_total", "device_total")):
                 pct = 100 * b[f + "_us"] / b[d + "_us"] if b[d + "_us"] else 0.0
                 assert abs(a[f + "_pct"] - pct) <= 0.02, (k, f)
+
+
+def test_traceq_window_honours_steps_and_the_plugin_window_does_not(tmp_path):
+    """Two steps, one aten::mm call in each ([10, 30] launching 5 µs, [110, 150] launching 7 µs):
+    --steps 2:2 keeps the second call; --window tb counts both, as the plugin (whole trace)."""
+    t = Trace()
+    t.step(1, 0, 100)
+    t.step(2, 100, 100)
+    t.cpu_op("aten::mm", 10, 20, **{"External id": 1})
+    _launch(t, 1, 6001, 12, 4, GEMM, 500, 5)
+    t.cpu_op("aten::mm", 110, 40, **{"External id": 2})
+    _launch(t, 2, 6002, 112, 4, GEMM, 600, 7)
+    ingest([t.write(tmp_path / "t.pt.trace.json.gz")], store=tmp_path / "s", jobs=1)
+    one, _ = _rows(tmp_path / "s", steps="2:2")
+    assert (one["aten::mm"]["calls"], one["aten::mm"]["host_total_ns"], one["aten::mm"]["device_self_ns"]) == \
+        (1, 40 * US, 7 * US)
+    both, _ = _rows(tmp_path / "s", steps="2:2", window="tb")
+    assert (both["aten::mm"]["calls"], both["aten::mm"]["host_self_ns"], both["aten::mm"]["device_self_ns"]) == \
+        (2, (20 - 4 + 40 - 4) * US, 12 * US)
+    assert both["aten::mm"]["tc_self_pct"] == 100.0
