@@ -127,7 +127,7 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
         nodes, launches = plugin_times(nodes), plugin_times(launches)
     nodes = nodes.with_row_index("node_id").with_columns(clock=pl.lit("host"), dur_ns=pl.col("end_ns") - pl.col("start_ns"))
     pts = None if plugin else launches.select(*THREAD[:3], clock=pl.lit("host"), t_ns=pl.col("start_ns"))
-    tree, dropped, around = _tree(nodes, pts)
+    tree, dropped, around = _tree(nodes.select("node_id", *THREAD, "start_ns", "end_ns"), pts)
     # from here on, arrays indexed by node_id (the nodes' row numbers, in pre-order: thread,
     # start, longer first)
     n = nodes.height
@@ -157,8 +157,8 @@ def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible
     # launch calls -> the node they belong to (-1: none)
     if plugin:
         by_ext = (nodes.filter(pl.col("cpu_op") & pl.col("external_id").is_not_null() & (pl.col("external_id") != 0))
-                  .sort("start_ns").group_by("rank", "external_id", maintain_order=True).first()
-                  .select("rank", "external_id", "node_id"))
+                  .select("rank", "external_id", "node_id")
+                  .unique(["rank", "external_id"], keep="first"))   # node order: thread by thread, by start
         owner = (launches.select("rank", "external_id").join(by_ext, on=["rank", "external_id"], how="left",
                                                              maintain_order="left")["node_id"]
                  .fill_null(-1).to_numpy().astype(np.int64))
