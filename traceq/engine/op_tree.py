@@ -26,7 +26,8 @@ Definitions:
               traceq.kernels.tensor_cores.tensor_core_eligible with the recorded input types),
               or it is a cpu_op with a node below it that is eligible by name or launched
               tensor-core kernels itself.
-All steps are polars joins and group-bys over whole tables (no per-event Python).
+Every step works on whole columns (polars, and NumPy index arrays for the tree after the sweep:
+bincount, gather, running sums, searchsorted); no per-event Python.
 """
 from __future__ import annotations
 
@@ -118,9 +119,11 @@ def _tree(nodes: pl.DataFrame, extra: pl.DataFrame | None = None) -> tuple[pl.Da
 
 def calls_of(nodes: pl.DataFrame, launches: pl.DataFrame, plugin: bool, eligible) -> tuple[pl.DataFrame, int]:
     """Per op call (`op` nodes kept in the tree after dedup): the nodes' columns and host_total_ns,
-    host_self_ns, device_self_ns, device_total_ns, tc_self_ns, tc_total_ns, tc_eligible, order (the
-    plugin's traversal order: per thread, children before their parent); and how many overlapping
-    nodes were left out. `nodes`: operators_nodes.sql's rows; `launches`: operators_launches.sql's;
+    host_self_ns, device_self_ns, device_total_ns, tc_self_ns, tc_total_ns, tc_eligible, t0 and
+    level (sorted by rank, t0, pid, tid, end_ns, level: the plugin's traversal order, thread by
+    thread, children before their parent); and how many overlapping nodes were left out.
+    `nodes`: operators_nodes.sql's rows sorted by rank, pid, tid, start_ns, end_ns descending
+    (pre-order); `launches`: operators_launches.sql's;
     `plugin`: the plugin's launch link (External id) and dedup, else traceq's (the call around the
     launch); `eligible(name, input_types) -> bool`: tensor-core eligibility by name."""
     if plugin:
