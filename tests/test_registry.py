@@ -28,6 +28,7 @@ CASES = {
     "roofline": ([], {"run": "slow_dataloader", "peak_tflops": 100.0}),
     "memory": ([], {"run": "slow_dataloader"}),
     "overview": ([], {"run": "slow_dataloader"}),
+    "operators": ([], {"run": "slow_dataloader"}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.

@@ -31,6 +31,7 @@ COMMANDS = {
     "diff": ["diff", "slow_dataloader", "nsys_sample", "--top", "5"],
     "runs": ["runs"],
     "overview": ["overview", "--run", "slow_dataloader"],
+    "operators": ["operators", "--run", "slow_dataloader"],
 }
 
 
