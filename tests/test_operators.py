@@ -23,14 +23,15 @@ GEMM = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_nn"    # tensor cores (trac
 RELU = "void at::native::vectorized_elementwise_kernel<4, at::native::relu>(int)"
 
 
-def _launch(t: Trace, ext: int, corr: int, ts, dur, k_name, k_ts, k_dur, api="cudaLaunchKernel", cat="kernel"):
-    t._x("cuda_runtime", api, ts, dur, correlation=corr, **{"External id": ext})
+def _launch(t: Trace, ext: int, corr: int, ts, dur, k_name, k_ts, k_dur, api="cudaLaunchKernel", cat="kernel",
+            runtime="runtime"):
+    t._x(runtime, api, ts, dur, correlation=corr, **{"External id": ext})
     t._x(cat, k_name, k_ts, k_dur, pid=GPU_PID, tid=STREAM, correlation=corr, device=0, stream=STREAM,
          **{"External id": ext})
 
 
-def _trace() -> Trace:
-    """One thread, ProfilerStep#1 [0, 200]:
+def _trace(runtime: str = "runtime") -> Trace:
+    """Launch calls of Kineto category `runtime` (PyTorch < 1.10; later: cuda_runtime). One thread, ProfilerStep#1 [0, 200]:
     aten::linear [10, 110] > aten::t [12, 16], aten::addmm [20, 100] (launches the GEMM, 50 µs on
       tensor cores, by a 10 µs call, and a 4 µs memset by a 5 µs call);
     aten::relu [120, 160] > aten::relu [125, 155] (its only child, same name: one call), the inner
@@ -42,12 +43,12 @@ def _trace() -> Trace:
     t.cpu_op("aten::linear", 10, 100, **{"External id": 1})
     t.cpu_op("aten::t", 12, 4, **{"External id": 2})
     t.cpu_op("aten::addmm", 20, 80, **{"External id": 3, "Input Dims": [[64], [32, 16], [16, 64], [], []]})
-    _launch(t, 3, 5001, 30, 10, GEMM, 300, 50)
-    _launch(t, 3, 5002, 50, 5, "Memset (Device)", 360, 4, api="cudaMemsetAsync", cat="gpu_memset")
+    _launch(t, 3, 5001, 30, 10, GEMM, 300, 50, runtime=runtime)
+    _launch(t, 3, 5002, 50, 5, "Memset (Device)", 360, 4, api="cudaMemsetAsync", cat="gpu_memset", runtime=runtime)
     t.cpu_op("aten::relu", 120, 40, **{"External id": 4})
     t.cpu_op("aten::relu", 125, 30, **{"External id": 5})
-    _launch(t, 5, 5003, 130, 8, RELU, 370, 10)
-    _launch(t, 4, 5004, 156, 2, RELU, 390, 2)
+    _launch(t, 5, 5003, 130, 8, RELU, 370, 10, runtime=runtime)
+    _launch(t, 4, 5004, 156, 2, RELU, 390, 2, runtime=runtime)
     t.cpu_op("aten::mm", 170, 20, **{"External id": 6})
     t.cpu_op("aten::empty", 175, 0, **{"External id": 7})
     t.cpu_op("aten::copy_", 185, 10, **{"External id": 8})
@@ -58,6 +59,13 @@ def _trace() -> Trace:
 def synth(tmp_path_factory):
     d = tmp_path_factory.mktemp("ops")
     ingest([_trace().write(d / "t.pt.trace.json.gz")], store=d / "s", jobs=1)
+    return d / "s"
+
+
+@pytest.fixture(scope="module")
+def synth_modern(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ops_modern")
+    ingest([_trace("cuda_runtime").write(d / "t.pt.trace.json.gz")], store=d / "s", jobs=1)
     return d / "s"
 
 
@@ -104,8 +112,10 @@ def test_traceq_window_links_launches_by_the_call_around_them(synth):
     assert rows["aten::linear"]["tc_eligible"] and not relu["tc_eligible"]
 
 
-def test_launch_links_off_is_the_plugin_on_cuda_runtime_traces(synth):
-    rows, _ = _rows(synth, window="tb", launch_links="off")
+def test_the_plugin_links_no_cuda_runtime_call(synth_modern):
+    # launch calls of category "cuda_runtime": 0.4.3 types them as no event at all
+    rows, _ = _rows(synth_modern, window="tb")
+    assert _rows(synth_modern)[0]["aten::addmm"]["device_self_ns"] == 54 * US   # traceq's window links them
     assert all(r["device_total_ns"] == 0 for r in rows.values())
     assert rows["aten::addmm"]["host_self_ns"] == 80 * US
     assert not rows["aten::relu"]["tc_eligible"] and rows["aten::addmm"]["tc_eligible"]
@@ -130,9 +140,6 @@ TRACES = {  # benchmarks/tb_reference.py TRACES (the ones the plugin reads)
     "hta_ns_resolution": "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
     "hta_mi250": "kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
 }
-# torch-tb-profiler 0.4.3 maps only the category "Runtime" to launch calls: on traces written
-# with "cuda_runtime" (all but the 2021 tb_plugin sample) it links no GPU work to any op
-LEGACY_RUNTIME = {"tb_resnet50"}
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +159,7 @@ def _store(stores, name):
 def test_equal_to_the_plugin(stores, name):
     ref = json.loads((REF / f"{name}.json").read_text())
     scope = open_scope(_store(stores, name))
-    calls, _ = operator_calls(scope, "tb", "on" if name in LEGACY_RUNTIME else "off")
+    calls, _ = operator_calls(scope, "tb")
     for group_by, key in (("name", "operators"), ("input-shape", "operators_by_input")):
         ours = {}
         for r in table_of(calls, group_by, plugin=True).to_dicts():

@@ -7,9 +7,10 @@ traceq/queries/operators_nodes.sql, operators_launches.sql).
 Windows: `all` (traceq's scope: op calls that start in the --steps window; launch calls belong
 to the call around them, driver calls included; eligibility by traceq's rule with input types);
 `tb` (the plugin's: every op call of the trace whatever the steps, launch calls by External id,
-runtime calls only, the plugin's eligible-op list). `--launch-links off` reproduces
-torch-tb-profiler 0.4.3 on traces whose launch calls are `cuda_runtime` (PyTorch >= 1.9): it
-reads no launch call there, so no op has device time and self host time keeps the calls.
+runtime calls only, the plugin's eligible-op list). Like torch-tb-profiler 0.4.3, `tb` takes
+only calls of the Kineto category `runtime` (PyTorch < 1.10) as launch calls
+(host_ops.source_category): on traces whose calls are `cuda_runtime` it links none, so no op
+has device time and self host time keeps the calls.
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _eligible(window: str):
     return by_rule
 
 
-def operator_calls(scope: Scope, window: str = "all", launch_links: str = "on") -> tuple[pl.DataFrame, dict]:
+def operator_calls(scope: Scope, window: str = "all") -> tuple[pl.DataFrame, dict]:
     """(per op call frame of traceq.engine.op_tree.calls_of, facts: dropped overlapping nodes,
     whether shapes are recorded) of the scope."""
     from ..engine.op_tree import calls_of
@@ -75,9 +76,7 @@ def operator_calls(scope: Scope, window: str = "all", launch_links: str = "on") 
         ["rank", "pid", "tid", "start_ns", "end_ns", pl.col("external_id").fill_null(-1)],
         descending=[False, False, False, False, True, False])
     kinds = ["runtime", "sync_api"] if plugin else ["runtime", "sync_api", "driver"]
-    launches = scope.df(load_sql("operators_launches"), {"kinds": kinds})
-    if launch_links == "off":
-        launches = launches.head(0)
+    launches = scope.df(load_sql("operators_launches"), {"kinds": kinds, "plugin": plugin})
     calls, dropped = calls_of(nodes, launches, plugin, _eligible(window))
     if not plugin:
         win = scope.df("SELECT rank, lo_ns, hi_ns FROM scope_window")
@@ -134,11 +133,10 @@ def headline(df: pl.DataFrame, scope: Scope, window: str) -> str:
     return "; ".join(parts)
 
 
-def compute(scope: Scope, group_by: str = "name", window: str = "all", launch_links: str = "on",
-            top: int = 30) -> Out:
+def compute(scope: Scope, group_by: str = "name", window: str = "all", top: int = 30) -> Out:
     if top is not None and top < 0:
         raise TraceqError(f"--top {top}: must be 0 (all) or more")
-    calls, facts = operator_calls(scope, window, launch_links)
+    calls, facts = operator_calls(scope, window)
     df = table_of(calls, group_by, window == "tb")
     notes = []
     if group_by == "input-shape" and not facts["shapes"]:
@@ -194,7 +192,8 @@ ANALYSIS = Analysis(
          "Ops are the trace's cpu_ops, nested per thread; self time leaves out the ops below (host: and the "
          "op's runtime calls). Device time is the GPU time (kernels, copies, memsets) the op's runtime calls "
          "launched. --window tb reproduces the plugin's rules and scope (the whole trace; launch calls by "
-         "External id); --launch-links off, torch-tb-profiler 0.4.3 on cuda_runtime traces (no device time).",
+         "External id; torch-tb-profiler 0.4.3 types only the category 'runtime' of PyTorch < 1.10 as launch "
+         "calls, so on later traces it shows no device time).",
     examples=("traceq operators --top 20", "traceq operators --group-by input-shape -f json",
               "traceq operators --window tb"),
     compute=compute,
@@ -203,8 +202,6 @@ ANALYSIS = Analysis(
             Param("window", str, "all", "all: traceq's scope (--steps, --skip-first), launches linked by the call "
                   "around them. tb: the plugin's (every op call of the trace, launches by External id).", "all|tb",
                   flags=("-w",), choices=("all", "tb")),
-            Param("launch_links", str, "on", "off: link no launch call to its op (torch-tb-profiler 0.4.3 reads no "
-                  "cuda_runtime call: no device time).", "on|off", choices=("on", "off")),
             Param("top", int, 30, "Show the N ops with the most device self time (0 = all).", "N", flags=("-n",))),
     columns=COLUMNS,
     sort=("device_self_ns descending", "host_self_ns descending"),

@@ -10,7 +10,12 @@
 -- taken out of the op's self host time (the plugin: "cpu_self_time does not include runtime's
 -- time").
 --
--- Parameters: $run (text), $kinds (list of host_ops kinds). Requires scope_window.
+-- The plugin's typing ($plugin): torch-tb-profiler 0.4.3 types only the Kineto category
+-- "runtime" (PyTorch < 1.10) as a runtime call; "cuda_runtime" calls (every later trace) are
+-- no events to it, so on those traces it links no GPU work to any op. Calls whose category the
+-- store does not know (host_ops.source_category null: nsys, stores written before it) count.
+--
+-- Parameters: $run (text), $kinds (list of host_ops kinds), $plugin (bool). Requires scope_window.
 --
 -- Output columns (one row per launch call):
 --   rank, pid, tid    the thread of the call
@@ -23,7 +28,8 @@ WITH calls AS (
            row_number() OVER (PARTITION BY rank, pid, correlation ORDER BY start_ns) AS nth
     FROM host_ops
     WHERE run = $run AND kind IN (SELECT unnest($kinds)) AND rank IN (SELECT rank FROM scope_window)
-      AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
+      AND start_ns IS NOT NULL AND end_ns IS NOT NULL
+      AND (NOT $plugin OR source_category IS NULL OR source_category = 'runtime')),
 gpu AS (
     SELECT rank, pid, correlation, sum(end_ns - start_ns) AS gpu_ns,
            sum(CASE WHEN tensor_core THEN end_ns - start_ns ELSE 0 END) AS tc_ns
