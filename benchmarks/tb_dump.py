@@ -37,6 +37,19 @@ def ops(agg_list, with_input):
     return rows
 
 
+def _memory_peak_times(snap, ref):
+    """memory.peak_times: per device, the time (µs, as the trace writes it) of the first memory
+    record, in the plugin's time order, whose Total Allocated is the device's peak."""
+    peaks = snap.get_peak_memory()
+    first = {}
+    for r in sorted(snap.memory_records, key=lambda r: r.ts):
+        key = (r.device_type, r.device_id)
+        if key in peaks and key not in first and r.total_allocated == peaks[key]:
+            first[key] = r.ts
+    ref["memory"]["peak_times"] = [{"device_type": int(k[0]), "device": k[1], "peak_at_us": num(v)}
+                                   for k, v in sorted(first.items())]
+
+
 def main(path, out):
     data = RunProfileData.parse("worker0", "1", path, "/tmp")
     ref = {"tool": "torch-tb-profiler 0.4.3", "steps": [], "avg": costs(data.avg_costs)}
@@ -89,6 +102,7 @@ def main(path, out):
                               "self_allocation_size": v[MemoryMetrics.SelfAllocationSize]})
         ref["memory"]["operators"] = table
         ref["memory"]["records"] = len(snap.memory_records)
+        _memory_peak_times(snap, ref)
     with open(out, "w") as f:
         json.dump(ref, f, indent=1, sort_keys=True)
 

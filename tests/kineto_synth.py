@@ -66,6 +66,22 @@ class Trace:
         gpu_user_annotation on the GPU stream (pid = device, tid = stream)."""
         return self._x("gpu_user_annotation", name, ts, dur, pid=GPU_PID, tid=STREAM)
 
+    def memory(self, ts, nbytes, addr, device=0, total_allocated=None, total_reserved=None, tid=HOST_TID,
+               device_type=1, cat="cpu_instant_event"):
+        """A `[memory]` instant event as torch.profiler(profile_memory=True) writes it: one
+        allocation (nbytes > 0) or free (< 0) on device `device` (-1 and device_type 0: the
+        CPU); the totals are left out when None (traces before PyTorch 1.10 lack them)."""
+        args = {"Device Type": device_type, "Device Id": device, "Addr": addr, "Bytes": nbytes}
+        if total_allocated is not None:
+            args["Total Allocated"] = total_allocated
+        if total_reserved is not None:
+            args["Total Reserved"] = total_reserved
+        ev = {"ph": "i", "cat": cat, "s": "t", "name": "[memory]", "pid": HOST_PID, "tid": tid, "ts": ts, "args": args}
+        if cat is None:
+            del ev["cat"]
+        self.events.append(ev)
+        return ev
+
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": self.device}],
@@ -78,7 +94,7 @@ class Trace:
     def gpu_busy(self) -> list[tuple[int, int]]:
         """Union of the GPU op intervals, µs (integers in these tests)."""
         iv = sorted((e["ts"], e["ts"] + e["dur"]) for e in self.events
-                    if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset"))
+                    if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
         out: list[list[int]] = []
         for s, e in iv:
             if out and s <= out[-1][1]:

@@ -133,7 +133,8 @@ def test_multi_chunk_trace_gives_the_independently_computed_tables(small_chunks,
     want = expected(events)
     assert tables(tmp_path / "store") == want
     assert res[0].counts == {"gpu_ops": len(want["gpu"]), "host_ops": len(want["host"]),
-                             "regions": len(want["regions"]), "timer_stats": 0, "metrics": 0}
+                             "regions": len(want["regions"]), "timer_stats": 0, "metrics": 0,
+                             "memory_events": 0}
     warnings = res[0].warnings
     assert warnings[0] == "skipped 1 items of the event list that are not JSON objects"
     assert warnings[1].startswith("dropped 2 events whose times are missing, inverted")

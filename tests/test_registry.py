@@ -26,6 +26,9 @@ CASES = {
     "ranks": ([], {"run": "nsys_sample"}),
     "compare": ([], {"baseline": "fast_dataloader"}),
     "roofline": ([], {"run": "slow_dataloader", "peak_tflops": 100.0}),
+    "memory": ([], {"run": "slow_dataloader"}),
+    "overview": ([], {"run": "slow_dataloader"}),
+    "operators": ([], {"run": "slow_dataloader"}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.
@@ -125,6 +128,12 @@ def test_cli_json_table_and_python_api_agree(work, name):
         _same(as_text, api_rows)
         _same(doc["unmodelled"], json.loads(json.dumps(df.tables["unmodelled"].to_dicts(), default=str)))
         assert doc["units"]["kernel_ns"] == "ns" and doc["units"]["roofline_pct"] == "%"
+    elif name == "overview":    # rows, average and gpu tables in the issue's shape (issue 33)
+        assert doc["analysis"] == name and doc["run"] == kw["run"] and doc["headline"] == df.headline
+        assert all(row["run"] == kw["run"] for row in doc["rows"] + doc["average"])
+        _same([{k: v for k, v in row.items() if k != "run"} for row in doc["rows"]], api_rows)
+        _same(doc["gpu"], json.loads(json.dumps(df.tables["gpu"].to_dicts(), default=str)))
+        assert doc["units"]["kernel_ns"] == "ns"
     else:                       # diff keeps its fixed shape
         assert set(doc) == {"categories", "kernels", "regions", "headline"}
         _same(doc["kernels"], api_rows)

@@ -30,6 +30,8 @@ COMMANDS = {
     "stalls": ["stalls", "--run", "slow_dataloader"],
     "diff": ["diff", "slow_dataloader", "nsys_sample", "--top", "5"],
     "runs": ["runs"],
+    "overview": ["overview", "--run", "slow_dataloader"],
+    "operators": ["operators", "--run", "slow_dataloader"],
 }
 
 

@@ -249,7 +249,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL over the views runs, gpu_ops, host_ops, regions, timer_stats.", show_default=False)],
+    query: Annotated[str, typer.Argument(help="SQL over the views runs, gpu_ops, host_ops, regions, timer_stats, metrics, memory_events.", show_default=False)],
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,

@@ -61,6 +61,9 @@ HOST_OPS_COLUMNS = [
     ("correlation", I64),
     ("external_id", I64),
     ("unfinished", BOOL),  # still open when the capture ended (end = capture end)
+    ("source_category", STR),  # the event's category, lower-cased (Kineto "cat": "cuda_runtime",
+                               # "runtime" (2021 traces), "cpu_op", "python", ...); null elsewhere. The TensorBoard
+                               # plugin's rules tell its legacy spellings apart (traceq.engine.tb_window)
     # CPU ops recorded with shapes (Kineto, record_shapes=True; null elsewhere): each the
     # compact JSON text of a list with one item per input of the op
     ("input_dims", STR),     # "Input Dims": [[512],[141,512],[512,512],[],[]] ([] = a scalar or no tensor)
@@ -85,6 +88,7 @@ REGIONS_COLUMNS = [
     ("gpu_end_ns", I64),
     ("gpu_dur_ns", I64),
     ("unfinished", BOOL),
+    ("source_category", STR),  # as host_ops': Kineto "cat" (cpu_op, user_annotation, gpu_user_annotation, ...)
     # as host_ops' (record_shapes), for the ranges of torch.autograd.profiler.emit_nvtx(record_shapes=True)
     # in nsys: input_dims from the range's name ("..., sizes = [[3], [3, 4]]" -> [[3],[3,4]]); the rest null
     ("input_dims", STR),
@@ -116,6 +120,20 @@ METRICS_COLUMNS = [
     ("runs", I64),           # runs the value summarises (milabench summary: n), else 1
 ]
 
+# Memory allocator events (Kineto `[memory]` instant events, nsys CUDA_GPU_MEMORY_USAGE_EVENTS):
+# traceq.analyses.memory.
+MEMORY_EVENTS_COLUMNS = [
+    ("pid", I64),
+    ("tid", I64),            # the thread that allocated or freed (null in nsys)
+    ("device_type", STR),    # cpu | cuda | another Kineto "Device Type" as its number in text
+    ("device", I32),         # Kineto "Device Id" (-1 for the CPU); nsys deviceId
+    ("start_ns", I64),       # the event's time
+    ("addr", I64),           # address of the block (null when not recorded: PyTorch < 1.10)
+    ("bytes", I64),          # signed: > 0 an allocation, < 0 a free
+    ("total_allocated", I64),  # the allocator's totals on the device after the event;
+    ("total_reserved", I64),   # null when the trace does not record them (older Kineto, nsys)
+]
+
 # Columns of each canonical table (without run/rank); TABLES has their pyarrow schemas.
 TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "gpu_ops": GPU_OPS_COLUMNS,
@@ -123,6 +141,7 @@ TABLE_COLUMNS: dict[str, list[tuple[str, str]]] = {
     "regions": REGIONS_COLUMNS,
     "timer_stats": TIMER_STATS_COLUMNS,
     "metrics": METRICS_COLUMNS,
+    "memory_events": MEMORY_EVENTS_COLUMNS,
 }
 
 # A `runs.warnings` entry starting with this says the source file was cut short (a killed
@@ -168,7 +187,8 @@ RUNS_COLUMNS = [
 
 
 _ARROW_SCHEMAS = {"GPU_OPS": GPU_OPS_COLUMNS, "HOST_OPS": HOST_OPS_COLUMNS, "REGIONS": REGIONS_COLUMNS,
-                  "TIMER_STATS": TIMER_STATS_COLUMNS, "METRICS": METRICS_COLUMNS, "RUNS": RUNS_COLUMNS}
+                  "TIMER_STATS": TIMER_STATS_COLUMNS, "METRICS": METRICS_COLUMNS, "MEMORY_EVENTS": MEMORY_EVENTS_COLUMNS,
+                  "RUNS": RUNS_COLUMNS}
 
 
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
@@ -178,7 +198,7 @@ def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:
 
 
 def __getattr__(name: str):
-    """GPU_OPS, HOST_OPS, REGIONS, TIMER_STATS, METRICS, RUNS (pyarrow schemas) and TABLES
+    """GPU_OPS, HOST_OPS, REGIONS, TIMER_STATS, METRICS, MEMORY_EVENTS, RUNS (pyarrow schemas) and TABLES
     ({table: schema}), built when first asked for."""
     if name in _ARROW_SCHEMAS:
         value = arrow_schema(_ARROW_SCHEMAS[name])

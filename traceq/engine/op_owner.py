@@ -45,7 +45,7 @@ def register_names(scope, names: dict[str, str]) -> None:
     scope.con.unregister("op_names_df")
 
 
-def _chain(parent: pl.DataFrame) -> pl.DataFrame:
+def ancestors(parent: pl.DataFrame) -> pl.DataFrame:
     """(call_id, anc_id, depth): every call and its ancestors, itself included."""
     out = [parent.select("call_id", pl.col("call_id").alias("anc_id"), "depth")]
     links = parent.filter(pl.col("parent_id").is_not_null()).select("call_id", "parent_id", "depth")
@@ -57,9 +57,16 @@ def _chain(parent: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(out)
 
 
-def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
-    """The owning call (row index into `calls`) of each row of `points` (null: none); `calls`
-    has THREAD columns, family, start_ns, end_ns; `points` THREAD columns and t_ns."""
+def nest(calls: pl.DataFrame, points: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The sweep of the module docstring ("enclosing"): (parent, inner). `calls` has THREAD
+    columns, start_ns, end_ns; calls of no duration are left out (treat them as points);
+    `points` THREAD columns and t_ns. parent: (call_id, depth, parent_id) per call kept, call_id
+    the row index in `calls`, depth 1 = outermost, parent_id null at depth 1. inner: (pt,
+    call_id), pt the row index in `points`, call_id the innermost call around it (points inside
+    no call are left out)."""
+    # the clock as a small integer: only the grouping by thread matters, not the threads' order
+    code = pl.col("clock").cast(pl.Categorical).to_physical()
+    calls, points = calls.with_columns(clock=code), points.with_columns(clock=code)
     c = calls.with_row_index("call_id").filter(pl.col("end_ns") > pl.col("start_ns"))
     key = [*THREAD]
     starts = c.select(*key, pl.col("start_ns").alias("t"), pl.lit(1, pl.Int8).alias("kind"),
@@ -69,27 +76,38 @@ def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
     pts = (points.with_row_index("pt").filter(pl.col("t_ns").is_not_null() & pl.col("clock").is_not_null())
            .select(*key, pl.col("t_ns").alias("t"), pl.lit(2, pl.Int8).alias("kind"), pl.lit(0, pl.Int64).alias("tie"),
                    pl.lit(None, pl.UInt32).alias("call_id"), "pt"))
+    # sorted by thread and time; `th` numbers the threads, and as every call ends on its own
+    # thread, the running count of open calls over all events is each thread's own; the as-of
+    # joins look up (thread, depth) as one integer
     ev = (pl.concat([starts, ends, pts], how="vertical_relaxed")
           .sort([*key, "t", "kind", "tie", "call_id"], nulls_last=True)
           .with_row_index("seq")
-          .with_columns(open=pl.col("kind").replace_strict({1: 1, 0: -1, 2: 0}, return_dtype=pl.Int64)
-                        .cum_sum().over(key)))
-    st = ev.filter(pl.col("kind") == 1).select(*key, "seq", pl.col("open").alias("depth"), "call_id")
-    fam = c.select("call_id", "family")
-    parent = (st.with_columns(pdepth=pl.col("depth") - 1)
-              .join_asof(st.select(*key, "seq", pl.col("depth").alias("pdepth"), pl.col("call_id").alias("parent_id")),
-                         on="seq", by=[*key, "pdepth"], strategy="backward", allow_exact_matches=False,
-                         check_sortedness=False)
+          .with_columns(th=pl.struct(key).rle_id().cast(pl.Int64),
+                        open=pl.col("kind").replace_strict({1: 1, 0: -1, 2: 0}, return_dtype=pl.Int64).cum_sum()))
+    level = pl.col("th") * (1 << 24) + pl.col("open")
+    st = ev.filter(pl.col("kind") == 1).select("seq", pl.col("open").alias("depth"), "call_id", bk=level)
+    parent = (st.with_columns(pk=pl.col("bk") - 1)
+              .join_asof(st.select("seq", pl.col("bk").alias("pk"), pl.col("call_id").alias("parent_id")),
+                         on="seq", by="pk", strategy="backward", allow_exact_matches=False, check_sortedness=False)
+              .with_columns(parent_id=pl.when(pl.col("depth") > 1).then(pl.col("parent_id")))
               .select("call_id", "depth", "parent_id"))
-    chain = _chain(parent)
+    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select("seq", "pt", bk=level)
+             .join_asof(st.select("seq", "bk", "call_id"), on="seq", by="bk", strategy="backward",
+                        check_sortedness=False)
+             .select("pt", "call_id"))
+    return parent, inner
+
+
+def owners(calls: pl.DataFrame, points: pl.DataFrame) -> pl.Series:
+    """The owning call (row index into `calls`) of each row of `points` (null: none); `calls`
+    has THREAD columns, family, start_ns, end_ns; `points` THREAD columns and t_ns."""
+    parent, inner = nest(calls, points)
+    fam = calls.with_row_index("call_id").select("call_id", "family")
+    chain = ancestors(parent)
     wrappers = (chain.filter(pl.col("anc_id") != pl.col("call_id"))
                 .join(fam, on="call_id").join(fam.rename({"call_id": "anc_id", "family": "anc_family"}), on="anc_id")
                 .filter(pl.col("family") == pl.col("anc_family")).select("anc_id").unique()
                 .with_columns(wrapper=pl.lit(True)))
-    inner = (ev.filter((pl.col("kind") == 2) & (pl.col("open") > 0)).select(*key, "seq", pl.col("open").alias("depth"), "pt")
-             .join_asof(st.select(*key, "seq", "depth", "call_id"), on="seq", by=[*key, "depth"], strategy="backward",
-                        check_sortedness=False)
-             .select("pt", "call_id"))
     own = (inner.join(chain, on="call_id").join(wrappers, on="anc_id", how="left")
            .with_columns(pl.col("wrapper").fill_null(False))
            .sort(["pt", "wrapper", pl.when(pl.col("wrapper")).then(-pl.col("depth")).otherwise(pl.col("depth"))])

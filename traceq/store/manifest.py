@@ -66,7 +66,8 @@ class Store:
         return self.manifest().to_pylist()
 
     def connect(self, runs: list[str] | None = None, only: tuple[str, int] | None = None):
-        """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats, metrics.
+        """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats, metrics,
+        memory_events.
         `runs`: the table views read only these runs' files (faster on a store of many runs;
         the `runs` view still lists every run). `only=(run, rank)`: that rank's files alone."""
         return read.connect(self.path, runs, only)

@@ -24,7 +24,7 @@ def sql_str(s: str) -> str:
 
 def connect(root: Path, runs: list[str] | None = None, only: tuple[str, int] | None = None):
     """A DuckDB connection to the store in folder `root` with the views runs, gpu_ops, host_ops,
-    regions, timer_stats, metrics (`runs`, `only`: as for `table_views`)."""
+    regions, timer_stats, metrics, memory_events (`runs`, `only`: as for `table_views`)."""
     import duckdb
 
     con = duckdb.connect(":memory:")

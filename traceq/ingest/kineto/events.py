@@ -2,11 +2,11 @@
 and the typed decode `EVENTS`) and the event args translation reads (`Args`).
 
 `EVENTS` decodes a JSON list of events into structs of a union tagged by `ph`: the kept
-phases (X, B, E) in full, every other phase of the Trace Event Format as a struct without
+phases (X, B, E) and instant events (i: the `[memory]` events) in full, every other phase of the Trace Event Format as a struct without
 fields, whose values msgspec skips unread (a third of a Kineto trace's events are flows).
 Any other `ph` (missing, unknown, not text, or a key repeated with another value) fails the
 typed decode; the decoders then coerce that chunk event by event (`recover`),
-keeping only X, B and E too.
+keeping only X, B, E and `[memory]` instants too.
 """
 from __future__ import annotations
 
@@ -62,6 +62,17 @@ class Args(msgspec.Struct, gc=False):
     kernel: Text = None
 
 
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a `[memory]` instant event: the allocator's record of one allocation or free
+    (a struct of its own: the events' other args stay unread)."""
+    device_type: Num = msgspec.field(default=None, name="Device Type")
+    device_id: Num = msgspec.field(default=None, name="Device Id")
+    addr: Num = msgspec.field(default=None, name="Addr")
+    bytes: Num = msgspec.field(default=None, name="Bytes")
+    total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
+
+
 class Fields(msgspec.Struct, gc=False):
     """The fields of a trace event that translation reads, besides its phase."""
     cat: Union[str, None] = None
@@ -74,7 +85,8 @@ class Fields(msgspec.Struct, gc=False):
 
 
 class Event(Fields):
-    """An event of the coercion path (`recover`): any phase, or none."""
+    """An event of the coercion path (`recover`): any phase, or none (`args`: a MemoryArgs for
+    a `[memory]` instant event)."""
     ph: Union[str, None] = None
 
 
@@ -100,7 +112,19 @@ class _E(_Kept, tag="E"):
     ph: ClassVar[str] = "E"
 
 
-OTHER_PHASES = "iICbneSTpFstfPNODMVvRc()="   # chrome://tracing's Trace Event Format, all but X, B and E
+class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    """Instant events, for the `[memory]` ones (rows.RawWriter keeps those apart, as memory
+    events; the raw relation has no instant events): their fields and the memory args only."""
+    ph: ClassVar[str] = "i"
+    cat: Union[str, None] = None
+    name: Union[str, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Num = None
+    args: Union[MemoryArgs, None] = None
+
+
+OTHER_PHASES = "ICbneSTpFstfPNODMVvRc()="   # chrome://tracing's Trace Event Format, all but X, B, E and i
 _SKIPPED = tuple(msgspec.defstruct(f"_Phase{i}", [], gc=False, tag_field="ph", tag=ph, namespace={"ph": ph})
                  for i, ph in enumerate(OTHER_PHASES))
 
@@ -136,5 +160,5 @@ class Trace(msgspec.Struct, gc=False):
     hostname: Any = None
 
 
-EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, *_SKIPPED)]])
+EVENTS = msgspec.json.Decoder(list[Union[(_X, _B, _E, Instant, *_SKIPPED)]])
 ANY_LIST = msgspec.json.Decoder(list[Any])

@@ -75,6 +75,16 @@ RAW_SCHEMA = pa.schema([
 ])
 SHAPE_COLS = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 
+# `[memory]` instant events (ph "i", name "[memory]"): not rows of the raw relation; each raw
+# part has them, in file order, in its own file beside it (`memory_path`), values as the trace
+# wrote them: pid/tid and the int args to int64 as `pid` is (numbers, numeric or hex strings),
+# ts to float64 µs, `device_type` = "Device Type" (an int in Kineto: 0 CPU, 1 CUDA).
+MEMORY_RAW_SCHEMA = pa.schema([
+    ("pid", pa.int64()), ("tid", pa.int64()), ("ts", pa.float64()),
+    ("device_type", pa.int64()), ("device", pa.int64()), ("addr", pa.int64()), ("bytes", pa.int64()),
+    ("total_allocated", pa.int64()), ("total_reserved", pa.int64()),
+])
+
 
 # Routing categories (exact, as torch.profiler writes them; the routing of `tables`):
 # category (lower-cased) of device activity -> gpu_ops kind. Device activity of other
@@ -118,6 +128,12 @@ def starts_path(part: Path) -> Path:
     return part.with_suffix(".starts.npy")
 
 
+def memory_path(part: Path) -> Path:
+    """The `[memory]` events (`MEMORY_RAW_SCHEMA`) of the stretch of the file a raw part holds;
+    absent when there are none."""
+    return part.with_suffix(".memory.parquet")
+
+
 def host_be_path(part: Path) -> Path:
     """start/end (int64 ns, shape (n, 2)) of the sane host B/E rows of a raw part; absent
     when there are none."""
@@ -155,7 +171,7 @@ class SpanFacts:
 
 def remove_part(part: Path) -> None:
     """A raw part and the facts saved beside it."""
-    for p in (part, starts_path(part), host_be_path(part)):
+    for p in (part, starts_path(part), host_be_path(part), memory_path(part)):
         p.unlink(missing_ok=True)
 
 

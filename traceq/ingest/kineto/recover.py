@@ -13,7 +13,7 @@ import msgspec
 from ...errors import BadInput
 from ...schema import truncated_warning
 from ..common import NotATrace
-from .events import ANY_LIST, EVENTS, NO_RAW, Args, Event, Trace
+from .events import ANY_LIST, EVENTS, NO_RAW, Args, Event, MemoryArgs, Trace
 from . import rows
 from .rows import RawWriter, num, to_int
 from .text import address, release, trim_heap
@@ -219,6 +219,12 @@ def _decode_any(chunk: list[msgspec.Raw]) -> list:
 
 
 
+def _int_arg(v):
+    """An integer arg of a `[memory]` event as the typed decode keeps it (an address or a size
+    beyond float precision stays an int)."""
+    return v if type(v) in (int, float, str) else None
+
+
 def _name_arg(v):
     return v if type(v) in (str, int, float) else None
 
@@ -260,7 +266,11 @@ def _coerce_chunk(chunk: list[msgspec.Raw]) -> list[Event]:
                 seq=num(a.get("Seq")),
                 input_dims=_json_arg(a.get("Input Dims")), input_dims_lc=_json_arg(a.get("Input dims")),
                 input_types=_json_arg(a.get("Input type")), input_strides=_json_arg(a.get("Input Strides")),
-                concrete_inputs=_json_arg(a.get("Concrete Inputs")), kernel=_name_arg(a.get("kernel")))
+                concrete_inputs=_json_arg(a.get("Concrete Inputs")), kernel=_name_arg(a.get("kernel"))) \
+                if item.get("ph") != "i" else MemoryArgs(
+                    device_type=_int_arg(a.get("Device Type")), device_id=_int_arg(a.get("Device Id")),
+                    addr=_int_arg(a.get("Addr")), bytes=_int_arg(a.get("Bytes")),
+                    total_allocated=_int_arg(a.get("Total Allocated")), total_reserved=_int_arg(a.get("Total Reserved")))
         text = lambda v: v if v is None or type(v) is str else str(v)  # noqa: E731
         ident = lambda v: v if v is None or type(v) in (int, str) else to_int(v)  # noqa: E731
         out.append(Event(ph=text(item.get("ph")), cat=text(item.get("cat")), name=text(item.get("name")),

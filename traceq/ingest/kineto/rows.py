@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import arrow_kernels as ak
-from .events import Args, Fields
-from .raw import ARG_CAT_SET, LAUNCH_CAT_SET, OP_CAT_SET, RAW_SCHEMA, SpanFacts, remove_part
+from .events import Args, Event, Fields, Instant, MemoryArgs
+from .raw import ARG_CAT_SET, LAUNCH_CAT_SET, MEMORY_RAW_SCHEMA, OP_CAT_SET, RAW_SCHEMA, SpanFacts, memory_path, remove_part
 
 
 CHUNK = 16384          # events per typed decode (`recover.decode_slices`) and per `_columns` call
@@ -111,6 +111,7 @@ def _dims(values) -> tuple[pa.Array, pa.Array, pa.Array]:
 _TRACE_CATS = frozenset({"Trace", "trace"})
 _KEPT_PH = frozenset(("X", "B", "E"))
 _NO_ARGS = Args()
+_NO_MEMORY_ARGS = MemoryArgs()
 
 
 # element sizes of the `dtype` names PyTorch writes in record_param_comms / NCCL kernel args
@@ -249,6 +250,22 @@ def _spread(cols: dict[str, pa.Array], at: pa.BooleanArray) -> dict[str, pa.Arra
 
 
 
+def memory_columns(evs: list[Fields]) -> pa.RecordBatch:
+    """The `[memory]` instant events as a batch of `raw.MEMORY_RAW_SCHEMA`."""
+    args = [e.args or _NO_MEMORY_ARGS for e in evs]
+    return pa.RecordBatch.from_pydict({
+        "pid": _int_col([e.pid for e in evs]),
+        "tid": _int_col([e.tid for e in evs]),
+        "ts": _float_col([e.ts for e in evs]),
+        "device_type": _int_col([a.device_type for a in args]),
+        "device": _int_col([a.device_id for a in args]),
+        "addr": _int_col([a.addr for a in args]),
+        "bytes": _int_col([a.bytes for a in args]),
+        "total_allocated": _int_col([a.total_allocated for a in args]),
+        "total_reserved": _int_col([a.total_reserved for a in args]),
+    }, schema=MEMORY_RAW_SCHEMA)
+
+
 # ------------------------------------------------------------------ raw parts
 _RAW_TEXT = [f.name for f in RAW_SCHEMA if pa.types.is_string(f.type)]
 
@@ -256,7 +273,8 @@ _RAW_TEXT = [f.name for f in RAW_SCHEMA if pa.types.is_string(f.type)]
 class RawWriter:
     """The raw parts of one decode (`raw.RAW_SCHEMA`): the kept events of each decoded
     piece become Arrow columns at once, and every `ROW_GROUP` rows a row group of the part;
-    beside the part, the facts of translation's first pass (`raw.SpanFacts`)."""
+    beside the part, the facts of translation's first pass (`raw.SpanFacts`) and the `[memory]`
+    instant events (`raw.memory_path`)."""
 
     def __init__(self, workdir: Path):
         self.path = Path(workdir) / "raw-0000.parquet"
@@ -264,10 +282,18 @@ class RawWriter:
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
         self.facts = SpanFacts()
+        self.memory: list[pa.RecordBatch] = []
 
     def add(self, evs: list) -> None:
         for i in range(0, len(evs), CHUNK):
-            kept = [e for e in evs[i:i + CHUNK] if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
+            piece = evs[i:i + CHUNK]
+            kept = [e for e in piece if e is not None and e.ph in _KEPT_PH and e.cat not in _TRACE_CATS]
+            if len(kept) < len(piece):
+                # typed: Instant structs; coerced: Event structs with ph "i"
+                mem = [e for e in piece if (type(e) is Instant or type(e) is Event and e.ph == "i")
+                       and e.name == "[memory]"]
+                if mem:
+                    self.memory.append(memory_columns(mem))
             if kept:
                 cols = _columns(kept, True)
                 self.facts.add(cols["ph"], cols["cat"], cols["ts"], cols["dur"])
@@ -295,14 +321,20 @@ class RawWriter:
 
     def close(self) -> list[Path]:
         self.flush(final=True)
+        if self.writer is None and self.memory:   # memory events only: an empty part carries them
+            self.writer = pq.ParquetWriter(self.path, RAW_SCHEMA, compression="none")
         if self.writer is None:
             return []
         self.writer.close()
         self.facts.save(self.path)
+        if self.memory:
+            pq.write_table(pa.Table.from_batches(self.memory, MEMORY_RAW_SCHEMA), memory_path(self.path),
+                           compression="none")
+            self.memory = []
         return [self.path]
 
     def discard(self) -> None:
-        self.pending, self.rows, self.facts = [], 0, SpanFacts()
+        self.pending, self.rows, self.facts, self.memory = [], 0, SpanFacts(), []
         if self.writer is not None:
             self.writer.close()
             self.writer = None

@@ -157,8 +157,9 @@ def _host_ops(ev: pl.DataFrame) -> pl.DataFrame:
         h = h.filter(pl.col("pid").is_not_null())
     kind = pl.col("_cat").replace_strict(_HOST_KIND, default="other")
     kind = pl.when(kind.is_in(["runtime", "driver"]) & pl.col("name").str.contains(SYNC_APIS)).then(pl.lit("sync_api")).otherwise(kind)
-    return h.with_columns(kind=kind).select("pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation",
-                                             "external_id", "unfinished", *SHAPE_COLS)
+    return h.with_columns(kind=kind, source_category=pl.col("_cat")).select(
+        "pid", "tid", "kind", "name", "start_ns", "end_ns", "correlation", "external_id", "unfinished",
+        "source_category", *SHAPE_COLS)
 
 
 def _is_region(ev: pl.DataFrame) -> pl.Expr:
@@ -320,7 +321,8 @@ def regions_of(r: pl.DataFrame) -> pl.DataFrame:
     gpu = r.filter(on_gpu).with_columns(depth=pl.lit(None, pl.Int32))
     r = pl.concat([cpu, gpu])
     return r.select("pid", "tid", "source", "name", "domain", "start_ns", "end_ns", "depth", "step", "device",
-                    "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished")
+                    "stream", "gpu_start_ns", "gpu_end_ns", "gpu_dur_ns", "unfinished",
+                    pl.col("_cat").alias("source_category"))
 
 
 

@@ -16,7 +16,8 @@ facts are held in memory:
    depth needs them all);
 3. gpu_ops: the scratch GPU events in pieces of at most `_GPU_ROWS` rows, each op linked
    to the pid of the runtime call with the same correlation (else the busiest host pid),
-   classified (and its memcpy kinds read from its name) once per distinct (name, kind).
+   classified (and its memcpy kinds read from its name) once per distinct (name, kind);
+4. memory_events: the `[memory]` instant events the decoders kept beside the parts.
 
 Row order and values are those of translating the whole trace at once: host and GPU rows in
 file order, then the ones completed from B/E pairs; regions on the CPU, then on the GPU.
@@ -38,8 +39,9 @@ from ...schema import TRUNCATED_WARNING
 from ...threads import ordered_map
 from .. import memory
 from ..common import NotATrace
+from ..ns_times import to_ns
 from ..validate import bounds_of, keep_expr
-from .raw import RAW_SCHEMA, Decoded, host_be_path, starts_path
+from .raw import RAW_SCHEMA, Decoded, host_be_path, memory_path, starts_path
 from .tables import (GPU, GPU_COLS, HOST, Checks, Chunk, Classes, Last, Launches, gpu_ops_of, host_rows,
                      pair_begin_end, prepared, regions_of, route_chunk, series, with_end, with_ns)
 
@@ -221,12 +223,35 @@ def translate(decoded: Decoded, source: Path, open_table: OpenTable, warnings: l
     if regions.height:
         open_table("regions").write(regions.to_arrow())
     n_open += int(regions["unfinished"].sum() or 0)
+    _memory_events(parts, open_table)
     if n_gpu == 0:
         cut = any(w.startswith(TRUNCATED_WARNING) for w in warnings)
         warnings.append("no GPU activity in the events before the cut (its GPU events may be missing): GPU analyses "
                         "will be empty" if cut else "no GPU activity in this trace (CPU-only): GPU analyses will be empty")
     if n_open:
         warnings.append(f"{n_open} spans were still open when the capture ended (flagged unfinished)")
+
+
+_DEVICE_TYPES = {0: "cpu", 1: "cuda"}   # c10::DeviceType; other types keep their number as text
+
+
+def _memory_events(parts: list[Path], open_table: OpenTable) -> None:
+    """memory_events: the `[memory]` instant events the decoders kept beside the raw parts, in
+    file order, their times in ns (events without a representable time are left out)."""
+    files = [memory_path(p) for p in parts if memory_path(p).exists()]
+    if not files:
+        return
+    ev = pl.concat([pl.read_parquet(f) for f in files])
+    start, ok = to_ns(ev["ts"].to_numpy())
+    ev = ev.with_columns(start_ns=series(start, ok)).filter(pl.col("start_ns").is_not_null())
+    types = pl.col("device_type")
+    out = ev.select(
+        "pid", "tid",
+        pl.when(types == 0).then(pl.lit("cpu")).when(types == 1).then(pl.lit("cuda"))
+          .otherwise(types.cast(pl.String)).alias("device_type"),
+        pl.col("device").cast(pl.Int32, strict=False), "start_ns", "addr", "bytes", "total_allocated", "total_reserved")
+    if out.height:
+        open_table("memory_events").write(out.to_arrow())
 
 
 def _gpu_pieces(files: list[Path]) -> Iterator[pl.DataFrame]:

@@ -319,6 +319,23 @@ class Export:
         return ranges.drop("event_type", "domain_id", "thread", "end_thread"), cross_thread
 
     # ------------------------------------------------------------------ run facts
+    def memory_events(self) -> pl.DataFrame:
+        """memory_events from CUDA_GPU_MEMORY_USAGE_EVENTS (CUDA memory usage tracking,
+        `nsys --cuda-memory-usage=true`), when the export has it: one row per allocation or
+        free of device memory, `bytes` negative for a free (memoryOperationType 1), pid from
+        globalPid; no thread, and no running totals (null: the analysis rebuilds them)."""
+        table = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+        need = {"start", "globalPid", "deviceId", "address", "bytes", "memoryOperationType"}
+        out = {"pid": pl.Int64, "device": pl.Int32, "start_ns": pl.Int64, "addr": pl.Int64, "bytes": pl.Int64}
+        if not need <= self.columns(table):
+            return pl.DataFrame(schema=out)
+        rows = self.con.execute(
+            f"SELECT {_pid(as_int('globalPid'))}, {as_int('deviceId')}, {as_int('start')}, {as_int('address')}, "
+            f"CASE {as_int('memoryOperationType')} WHEN 1 THEN -{as_int('bytes')} ELSE {as_int('bytes')} END "
+            f'FROM "{table}" WHERE {as_int("start")} IS NOT NULL ORDER BY start').fetchall()
+        df = pl.DataFrame(rows, schema=out, orient="row")
+        return df.with_columns(device_type=pl.lit("cuda"))
+
     def meta(self, key: str) -> str | None:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if {"name", "value"} <= self.columns(table):
@@ -454,6 +471,9 @@ class Export:
             raise BadInput("no trace events (no CUDA kernels, copies, runtime calls or NVTX ranges"
                            + (f"; {dropped or dropped_nvtx}" if dropped or dropped_nvtx else "") + ")", self.path)
         open_table("regions").write(schema.conform("regions", regions.to_arrow()))
+        memory_events = self.memory_events()
+        if memory_events.height:
+            open_table("memory_events").write(schema.conform("memory_events", memory_events.to_arrow()))
         warnings = [] if tally.kernels else [NO_KERNELS]
         warnings += [w for w in (dropped, dropped_nvtx) if w]
         if cross_thread:
