@@ -90,9 +90,9 @@ def graph_replay_notes(scope: Scope) -> list[str]:
 # ---------------------------------------------------------------- the command
 def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None, window: str = "all") -> Out:
     window = ANALYSIS.param("window").check(window or "all")
-    if window == "tb" and (scope.steps or scope.skip_first):
+    if window == "tb" and (scope.steps or scope.skip_first or scope.step_pattern):
         raise TraceqError("--window tb is the TensorBoard plugin's scope (every kernel of the trace): "
-                          "it takes no --steps or --skip-first")
+                          "it takes no --steps, --skip-first or --step-pattern")
     cats = category.split(",") if isinstance(category, str) else category
     cats = [c.strip() for c in cats or [] if c and c.strip()]
     if cats:   # the rule table (ingest's) is imported only to check a --category
