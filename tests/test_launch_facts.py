@@ -87,7 +87,9 @@ EXPECTED = [
     ("gemv_kernel", 0, 4.272727, 17.09091, 27.0),
     ("sm90_gemm_kernel", 204800, 2.0, 24.0, 19.0),
     ("Memcpy DtoD (Device -> Device)", None, None, None, None),
-    ("old_kineto_kernel", None, None, None, None),
+    # grid and block only: ingest's calculator (traceq.kernels.occupancy, tests/test_occupancy.py)
+    # gives 1 block / 132 SMs = 0.007576 blocks and warps (1 warp each) per SM; no registers: no occupancy
+    ("old_kineto_kernel", None, 0.007576, 0.007576, None),
 ]
 
 
@@ -200,10 +202,11 @@ def test_nsys_shared_memory_is_static_plus_dynamic(rel, tmp_path):
     got = sorted(fetch_pl(Store(tmp_path / "s").connect(),
                           "SELECT correlation, start_ns, shared_memory FROM gpu_ops WHERE kind = 'kernel'").rows())
     assert got == want and want
-    # nsys records no occupancy: left to the calculator
+    # nsys records no occupancy: ingest's calculator fills it on every kernel from TARGET_INFO_GPU's
+    # properties (its values: tests/test_occupancy.py)
     facts = fetch_pl(Store(tmp_path / "s").connect(),
-                     "SELECT count(blocks_per_sm) + count(warps_per_sm) + count(est_occupancy_pct) AS n FROM gpu_ops")
-    assert facts.item() == 0
+                     "SELECT count(blocks_per_sm), count(warps_per_sm), count(est_occupancy_pct) FROM gpu_ops")
+    assert facts.rows() == [(len(want),) * 3]
 
 
 def test_nsys_dynamic_shared_memory_counts(tmp_path):

@@ -1,7 +1,10 @@
 """Kernel hotspots: GPU time per kernel, copy and memset name (the semantics of nsys'
 cuda_gpu_kern_sum: count, total, mean, median, min, max, stddev, share of all GPU op time),
 its category, and the advice of the evidence-gated findings that cite it (layout transposes,
-memsets, tiny-kernel swarms, pageable copies). SQL: traceq/queries/hotspots.sql.
+memsets, tiny-kernel swarms, pageable copies); and the columns of the TensorBoard profiler
+plugin's Kernel view (tensor cores used, mean blocks per SM, mean estimated achieved
+occupancy). `--window tb` selects the plugin's scope: every kernel of the trace.
+SQL: traceq/queries/hotspots.sql.
 """
 from __future__ import annotations
 
@@ -14,6 +17,9 @@ from ..queries import load as load_sql
 from .spec import Analysis, Block, Column, Out, Param, Result, sql_columns
 
 REPORT_ROWS = 40
+# the plugin's Kernel view columns: in the terminal under --window tb, when the trace has them
+KERNEL_VIEW = ("tensor_cores", "blocks_per_sm", "est_occupancy_pct")
+WINDOWS = ("all", "tb")
 
 
 def _advice(df: pl.DataFrame, fs: list) -> pl.DataFrame:
@@ -35,13 +41,14 @@ def _advice(df: pl.DataFrame, fs: list) -> pl.DataFrame:
                            avoidable_ns=pl.min_horizontal(part, pl.col("total_ns")))
 
 
-def hotspots_scoped(scope: Scope, fs: list | None = None) -> pl.DataFrame:
+def hotspots_scoped(scope: Scope, fs: list | None = None, window: str = "all") -> pl.DataFrame:
     """Every kernel, copy and memset name of the scope, longest total first. `fs`: findings of
     the scope (traceq.advice); rows of the kernels they cite get their advice. Only the
-    kernel-evidence rules cite kernels, so when not given those are computed."""
+    kernel-evidence rules cite kernels, so when not given those are computed. `window` "tb":
+    the TensorBoard plugin's Kernel view scope (every kernel of the trace, steps ignored)."""
     from ..advice import findings
 
-    df = scope.df(load_sql("hotspots"))
+    df = scope.df(load_sql("hotspots"), {"tb": window == "tb"})
     return _advice(df, findings(scope) if fs is None else fs)
 
 
@@ -81,7 +88,11 @@ def graph_replay_notes(scope: Scope) -> list[str]:
 
 
 # ---------------------------------------------------------------- the command
-def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None) -> Out:
+def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None, window: str = "all") -> Out:
+    window = ANALYSIS.param("window").check(window or "all")
+    if window == "tb" and (scope.steps or scope.skip_first or scope.step_pattern):
+        raise TraceqError("--window tb is the TensorBoard plugin's scope (every kernel of the trace): "
+                          "it takes no --steps, --skip-first or --step-pattern")
     cats = category.split(",") if isinstance(category, str) else category
     cats = [c.strip() for c in cats or [] if c and c.strip()]
     if cats:   # the rule table (ingest's) is imported only to check a --category
@@ -91,7 +102,7 @@ def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None
         if unknown:
             raise TraceqError(f"--category: unknown {', '.join(unknown)} (choose from {', '.join(CATEGORIES)})")
     fs = run_findings(scope)    # evidence-gated advice (traceq/advice): the kernels it cites are highlighted
-    everything = hotspots_scoped(scope, fs=fs)
+    everything = hotspots_scoped(scope, fs=fs, window=window)
     full = everything.filter(pl.col("category").is_in(cats)) if cats else everything
     df = full.head(top) if top else full
     notes = [f"advice [{f.id}, {f.gain()}]: {f.advice} — {f.evidence}" for f in fs if f.kernels]
@@ -106,9 +117,14 @@ def compute(scope: Scope, top: int = 20, category: str | list[str] | None = None
 
 def view(res: Result) -> list[Block]:
     df = res.df.with_columns(identity=pl.col("name").replace_strict(res.value, default=None))
+    # the plugin's Kernel view columns (--window tb) when the trace has them; they go first when
+    # width is short (JSON and CSV always have them)
+    tb = res.params.get("window") == "tb"
+    extra = [c for c in KERNEL_VIEW if tb and c in df.columns and df[c].drop_nulls().len()]
     shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns",
-                      "max_ns", "stddev_ns")
-    return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight, drop_first=res.analysis.drop_first)]
+                      "max_ns", "stddev_ns", *extra)
+    return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight,
+                  drop_first=(*reversed(extra), *res.analysis.drop_first))]
 
 
 # ---------------------------------------------------------------- the report
@@ -154,12 +170,17 @@ ANALYSIS = Analysis(
     name="hotspots",
     help="Kernel hotspots: time per kernel name (nsys cuda_gpu_kern_sum semantics), its category, and "
          "advice for avoidable work (layout transposes, memsets, tiny-kernel swarms, pageable copies).",
-    examples=("traceq hotspots --top 10 --category transpose,memset", "traceq hotspots -f json -o hot.json"),
+    examples=("traceq hotspots --top 10 --category transpose,memset", "traceq hotspots -f json -o hot.json",
+              "traceq hotspots --window tb --wide   # the TensorBoard plugin's Kernel view"),
     compute=compute,
     params=(
         Param("top", int, 20, "Show the N longest (0 = all).", "N", flags=("-n",)),
         Param("category", str, None, "Only these categories, comma-separated (e.g. transpose,memset).",
               "CAT[,CAT]", flags=("-c",)),
+        Param("window", str, "all", "all: the kernels, copies and memsets of the scope (--steps). tb: the "
+              "TensorBoard profiler plugin's Kernel view: every kernel of the trace, no copies or memsets, and "
+              "its columns (tensor_cores, blocks_per_sm, est_occupancy_pct) in the terminal too.",
+              "all|tb", flags=("-w",), choices=WINDOWS),
     ),
     columns=sql_columns("hotspots", Column("advice", "what to change for avoidable work (null otherwise)"),
                         Column("avoidable", "true when advice applies"),

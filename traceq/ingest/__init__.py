@@ -195,6 +195,9 @@ def _stage(store_path: str, job: _Job) -> Staged:
             from .graph_capture import attributing
 
             parsed.fill = attributing(parsed.fill, job.captures, rank or 0, parsed.warnings)
+        from .occupancy import filling
+
+        filling(parsed)   # kernels' blocks/warps per SM and occupancy where the source has none
         data = RankData(
             run=job.run, rank=rank or 0, tables=parsed.tables, source_path=str(job.path),
             source_sha256=job.sha256, source_bytes=job.size, source_format=parsed.format,

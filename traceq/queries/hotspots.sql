@@ -8,7 +8,17 @@
 -- Kernel names are per source: nsys demangledName; Kineto names the copies
 -- "Memcpy HtoD (Pageable -> Device)", nsys "[CUDA memcpy Host-to-Device]".
 --
--- Parameters: $run (text), $rank (integer or NULL = every rank of the run).
+-- Kernel view columns (the TensorBoard profiler plugin's Kernel view, kernel_parser.py):
+-- per kernel name, the means of the launch facts Kineto writes on each kernel ("blocks per SM",
+-- "est. achieved occupancy %"; computed at ingest by traceq.kernels.occupancy where the source
+-- did not record them), weighted by the calls' durations. A call without the value counts as 0
+-- (the plugin fills the missing values with 0 before averaging: its numbers, and a name whose
+-- launches are partly unrecorded is not pictured better than it is); a name none of whose calls
+-- has the value gets NULL; a name whose calls all last 0 ns gets 0 (the plugin's fallback).
+--
+-- Parameters: $run (text), $rank (integer or NULL = every rank of the run), $tb (boolean):
+-- the plugin's scope (its Kernel view lists every kernel of the trace: kernels only, the step
+-- window is ignored).
 --
 -- Output columns:
 --   name          kernel / operation name (full)
@@ -27,14 +37,23 @@
 --   stddev_ns     sample standard deviation (0 for a single op), ns
 --   pageable      any copy of this row involved pageable host memory (memcpy only)
 --   ranks         number of ranks the name appears on
+--   tensor_cores  the kernel runs on tensor/matrix cores by its name (gpu_ops.tensor_core,
+--                 traceq.kernels.tensor_cores); NULL for copies and memsets
+--   blocks_per_sm  duration-weighted mean of the calls' blocks per SM (grid blocks / SM count;
+--                 above 1: more blocks than SMs); NULL when no call records it
+--   est_occupancy_pct  duration-weighted mean of the calls' estimated achieved occupancy, %
+--                 (Kineto's: active threads per SM / max threads per SM, limited by the grid and
+--                 by the CUDA occupancy calculator); NULL when no call records it
 WITH ops AS (
     SELECT g.name, g.identity, g.library, g.category, g.kind, g.rank, g.src_kind, g.dst_kind,
+           g.tensor_core, g.blocks_per_sm, g.est_occupancy_pct,
            g.end_ns - g.start_ns AS dur_ns
     FROM gpu_ops g
     JOIN scope_window w ON w.rank = g.rank
     WHERE g.run = $run
       AND g.kind IN ('kernel', 'memcpy', 'memset')
-      AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
+      AND (NOT $tb OR g.kind = 'kernel')
+      AND ($tb OR w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns))
 )
 SELECT
     name,
@@ -51,7 +70,12 @@ SELECT
     max(dur_ns)                                 AS max_ns,
     coalesce(stddev_samp(dur_ns), 0)            AS stddev_ns,
     bool_or(coalesce(src_kind = 'Pageable' OR dst_kind = 'Pageable', false)) AS pageable,
-    count(DISTINCT rank)                        AS ranks
+    count(DISTINCT rank)                        AS ranks,
+    bool_or(tensor_core)                        AS tensor_cores,
+    CASE WHEN count(blocks_per_sm) > 0 THEN coalesce(
+        sum(coalesce(blocks_per_sm, 0) * dur_ns) / nullif(sum(dur_ns), 0), 0) END AS blocks_per_sm,
+    CASE WHEN count(est_occupancy_pct) > 0 THEN coalesce(
+        sum(coalesce(est_occupancy_pct, 0) * dur_ns) / nullif(sum(dur_ns), 0), 0) END AS est_occupancy_pct
 FROM ops
 GROUP BY name
 ORDER BY total_ns DESC, name
