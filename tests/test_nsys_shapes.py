@@ -70,7 +70,7 @@ def test_real_emit_nvtx_export_without_shapes_has_null_sizes(tmp_path):
     (None, None),
 ])
 def test_emit_nvtx_sizes_expression(name, want):
-    from traceq.ingest.nsys.reader import emit_nvtx_sizes
+    from traceq.ingest.nsys.emit_nvtx import emit_nvtx_sizes
 
     names = pl.Series("name", [name, "forward", name], pl.String)
     assert emit_nvtx_sizes(names).to_list() == [want, None, want]
