@@ -85,6 +85,7 @@ PER_RUN = [
     ["stalls"], ["stalls", "--table", "gaps"], ["stalls", "--table", "launch"],
     ["stalls", "--min-gap-us", "10", "--data-pattern", "load|decode"],
     ["diagnose"], ["diagnose", "--skip-first", "1"], ["ranks"], ["roofline"],
+    ["overview"], ["operators"], ["memory"],
 ]
 EXTRA = {
     "samples": [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from ..engine.findings import map_with_findings, rank_advice
 from ..engine.per_rank import concat, mapped
 from ..engine.scope import Scope
 from ..errors import TraceqError
@@ -29,6 +30,12 @@ GPU_FIELDS = ("rank", "device", "name", "gpu_utilization_pct", "sm_efficiency_pc
               "tensor_core_pct")
 STEP_FIELDS = ("run", *ROW_FIELDS)   # the JSON rows
 AVERAGE = "average"
+# The plugin's recommendations and the diagnose rules that give them from the trace's evidence
+# (traceq/advice/rules): DataLoader share -> dataloader, AMP for tensor-core-eligible FP32 work ->
+# mixed_precision, communication share -> exposed_communication, memory near capacity and
+# allocator calls -> allocator_churn. The plugin's "increase batch size" for low GPU utilisation
+# has no rule: the GPU summary shows the utilisation itself.
+RECOMMENDING_RULES = ("dataloader", "mixed_precision", "exposed_communication", "allocator_churn")
 
 WINDOW_PARAM = Param("window", str, "tb",
                      "tb: the TensorBoard profiler plugin's steps (ProfilerStep#N moved to the device side, its "
@@ -138,8 +145,9 @@ def averages(steps: pl.DataFrame) -> pl.DataFrame:
             .with_columns(step=pl.lit(AVERAGE)).select(*ROW_FIELDS).cast(schema))
 
 
-def rank_part(scope: Scope, window: str) -> dict:
-    return overview_scoped(scope, window)
+def rank_part(scope: Scope, window: str, advice: bool = True) -> dict:
+    """One rank's steps and GPU summary (and what the run's findings need of it, unless kept)."""
+    return {**overview_scoped(scope, window), **(rank_advice(scope) if advice else {})}
 
 
 def _ms(ns: float) -> str:
@@ -166,11 +174,17 @@ def headline(steps: pl.DataFrame, avg: pl.DataFrame, gpu: pl.DataFrame, scope: S
         util = g["gpu_utilization_pct"] if g else gpu["gpu_utilization_pct"].mean()
         if util is not None:
             text += f"; GPU utilization {util:.1f} %" + ("" if g else " (mean over devices)")
-    dl = cats["dataloader"] / step_ns if step_ns else 0
-    if dl > 0.05:   # the plugin's first recommendation
-        text += (f"; {100 * dl:.1f} % of the step is in the DataLoader: DataLoader(num_workers=…) loads "
-                 "data in parallel processes")
     return text
+
+
+def recommendations(fs) -> str | None:
+    """The plugin's recommendations as diagnose's findings give them (RECOMMENDING_RULES), one
+    line citing each with its estimated gain; None when diagnose finds none of them."""
+    cited = [f for f in fs if f.id in RECOMMENDING_RULES]
+    if not cited:
+        return None
+    return ("Recommendations (traceq diagnose): "
+            + "; ".join(f"{f.id}: up to {f.gain()}" for f in cited))
 
 
 def compute(scope: Scope, window: str = "tb") -> Out:
@@ -179,9 +193,7 @@ def compute(scope: Scope, window: str = "tb") -> Out:
         raise TraceqError("--steps, --skip-first and --step-pattern pick traceq's steps: add --window all "
                           "(--window tb splits the TensorBoard plugin's own steps)")
     if mapped(scope):
-        from ..engine.per_rank import map_ranks
-
-        outs = map_ranks(scope, rank_part, window)
+        outs, fs = map_with_findings(scope, rank_part, window)
         steps = concat([o["steps"] for o in outs])
         gpu = concat([o["gpu"] for o in outs])
         steps = steps.cast(step_schema()) if steps.height else pl.DataFrame(schema=step_schema())
@@ -189,22 +201,35 @@ def compute(scope: Scope, window: str = "tb") -> Out:
     else:
         parts = overview_scoped(scope, window)
         steps, gpu = parts["steps"], parts["gpu"]
+        from ..engine.findings import run_findings
+
+        fs = run_findings(scope)
     avg = averages(steps)
-    return Out(steps, headline(steps, avg, gpu, scope, window), tables={"gpu": gpu, "average": avg})
+    head = "\n".join(x for x in (headline(steps, avg, gpu, scope, window), recommendations(fs)) if x)
+    return Out(steps, head, tables={"gpu": gpu, "average": avg})
+
+
+def _drop_order(steps: pl.DataFrame) -> tuple[str, ...]:
+    """The category columns a narrow terminal leaves out first: the smallest in total (a
+    DataLoader at a fifth of the step stays; an empty Memset column goes)."""
+    cols = [f"{c}_ns" for c in CATEGORIES]
+    if not steps.height:
+        return tuple(cols)
+    totals = steps.select(pl.col(c).sum() for c in cols).row(0)
+    return tuple(c for _, c in sorted(zip((t or 0 for t in totals), cols), key=lambda kv: kv[0]))
 
 
 def view(res) -> list[Block]:
     steps = res.df
-    blocks = [Block(steps, res.headline, drop_first=res.analysis.drop_first, max_rows=200,
-                    more=", --steps A:B picks steps")]
+    drop = _drop_order(steps)
+    blocks = [Block(steps, res.headline, drop_first=drop, max_rows=200, more=", --steps A:B picks steps")]
     avg = res.tables.get("average")
     if avg is not None and avg.height:
-        blocks.append(Block(avg, title="Average over each rank's steps",
-                            drop_first=res.analysis.drop_first))
+        blocks.append(Block(avg, title="Average over each rank's steps", drop_first=drop))
     gpu = res.tables.get("gpu")
     if gpu is not None and gpu.height:
         blocks.append(Block(gpu, title="GPU summary (window: the first step's start to the last step's end)",
-                            drop_first=("tensor_core_pct", "name")))
+                            drop_first=("name", "tensor_core_pct")))
     return blocks
 
 
