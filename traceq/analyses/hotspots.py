@@ -123,8 +123,9 @@ def view(res: Result) -> list[Block]:
     extra = [c for c in KERNEL_VIEW if tb and c in df.columns and df[c].drop_nulls().len()]
     shown = df.select("name", "identity", "category", "count", "total_ns", "pct", "mean_ns", "median_ns", "min_ns",
                       "max_ns", "stddev_ns", *extra)
-    return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight,
-                  drop_first=(*reversed(extra), *res.analysis.drop_first))]
+    # the Kernel view's columns outrank the spread of durations when the user asked for them
+    drop = (*res.analysis.drop_first, *reversed(extra))
+    return [Block(shown, res.headline, notes=res.notes, highlight=res.highlight, drop_first=drop)]
 
 
 # ---------------------------------------------------------------- the report

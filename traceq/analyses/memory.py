@@ -250,8 +250,10 @@ def op_stats(nodes: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
            .join(calls, on=["rank", "name"], how="left")
            .with_columns(*(pl.col(c).fill_null(0).cast(pl.Int64) for c in (*_METRICS, *_TOTALS, "calls"))))
     nonzero = pl.any_horizontal(*(pl.col(c) != 0 for c in (*_METRICS, *_TOTALS)))
+    # GPUs before the CPU, then the op allocating the most
     return (out.filter(nonzero).select(*ROW_FIELDS)
-            .sort(["rank", "device", "allocation_size_bytes", "name"], descending=[False, False, True, False]))
+            .sort([pl.col("rank"), pl.col("device") == "CPU", pl.col("device"), pl.col("allocation_size_bytes"),
+                   pl.col("name")], descending=[False, False, False, True, False]))
 
 
 # ---------------------------------------------------------------- devices, steps, the curve
@@ -384,7 +386,7 @@ def compute(scope: Scope, top: int = 30) -> Out:
 
 def view(res: Result) -> list[Block]:
     blocks = [Block(res.tables["devices"].drop("allocated_total_bytes"), res.headline, title="Per device",
-                    drop_first=("rebuilt", "frees", "allocations", "peak_step", "peak_at_ns"))]
+                    drop_first=("peak_at_ns", "rebuilt", "frees", "allocations", "peak_step"))]
     blocks.append(Block(res.df, title="Per operator (the plugin's memory table)", notes=res.notes,
                         drop_first=("self_allocation_size_bytes", "self_allocation_count", "allocation_count",
                                     "self_size_increase_bytes", "rank")))
@@ -451,7 +453,7 @@ ANALYSIS = Analysis(
     params=(Param("top", int, 30, "Show the N operators with the most memory allocated (0 = all).", "N",
                   flags=("-n",)),),
     columns=COLUMNS,
-    sort=("rank", "device", "allocation_size_bytes descending", "name"),
+    sort=("rank", "GPUs before the CPU", "device", "allocation_size_bytes descending", "name"),
     drop_first=("self_allocation_size_bytes", "self_allocation_count", "allocation_count"),
     view=view,
     report="Memory: the curve and peaks per device",
