@@ -57,10 +57,11 @@ ALIASES = {"kineto": "ingest", "help": "startup"}  # names of earlier versions
 ANALYSIS_SCALES = (1, 8, 32)
 NSYS_GROWTH_ROWS = (4_000_000, 8_000_000)   # the nsys export grown further: memory at size
 DECODE_KEYS = ("json", "rep8")
-ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff", "roofline", "report")
+ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff", "roofline", "overview",
+            "operators", "memory", "report")
 # the analyses that read the run's findings kept beside the store: the "Fix first" line, and
 # diagnose (its verdict too)
-CACHED_FINDINGS = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose")
+CACHED_FINDINGS = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "overview")
 SMALL_ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff")
 
 def traceq_cmd() -> list[str] | None:

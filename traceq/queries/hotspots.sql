@@ -44,6 +44,7 @@
 --   est_occupancy_pct  duration-weighted mean of the calls' estimated achieved occupancy, %
 --                 (Kineto's: active threads per SM / max threads per SM, limited by the grid and
 --                 by the CUDA occupancy calculator); NULL when no call records it
+--                 (both weighted sums in DECIMAL: exact, so the same whatever order threads add them)
 WITH ops AS (
     SELECT g.name, g.identity, g.library, g.category, g.kind, g.rank, g.src_kind, g.dst_kind,
            g.tensor_core, g.blocks_per_sm, g.est_occupancy_pct,
@@ -73,9 +74,11 @@ SELECT
     count(DISTINCT rank)                        AS ranks,
     bool_or(tensor_core)                        AS tensor_cores,
     CASE WHEN count(blocks_per_sm) > 0 THEN coalesce(
-        sum(coalesce(blocks_per_sm, 0) * dur_ns) / nullif(sum(dur_ns), 0), 0) END AS blocks_per_sm,
+        sum((coalesce(blocks_per_sm, 0) * dur_ns)::DECIMAL(38, 6))::DOUBLE / nullif(sum(dur_ns), 0), 0)
+        END AS blocks_per_sm,
     CASE WHEN count(est_occupancy_pct) > 0 THEN coalesce(
-        sum(coalesce(est_occupancy_pct, 0) * dur_ns) / nullif(sum(dur_ns), 0), 0) END AS est_occupancy_pct
+        sum((coalesce(est_occupancy_pct, 0) * dur_ns)::DECIMAL(38, 6))::DOUBLE / nullif(sum(dur_ns), 0), 0)
+        END AS est_occupancy_pct
 FROM ops
 GROUP BY name
 ORDER BY total_ns DESC, name
