@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,11 +138,9 @@ def test_no_memory_events_says_how_to_get_them(tmp_path):
 
 
 # ------------------------------------------------------------------ the plugin's numbers
-PLUGIN = {
-    "hta_df_index": "kineto/hta/df_index_resolver/df_index_resolver.json.gz",
-    "tl_h100_bert": "kineto/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
-    "tl_h100_falcon": "kineto/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tb_reference import TRACES  # noqa: E402  (the shared traces of the plugin's reference files)
+PLUGIN = {name: TRACES[name] for name in ("hta_df_index", "tl_h100_bert", "tl_h100_falcon")}   # with memory events
 
 
 @pytest.fixture(scope="module", params=sorted(PLUGIN))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -264,16 +265,10 @@ def test_kernel_view_weights_by_duration_counts_missing_as_zero_and_tb_takes_the
 
 # the plugin's own Kernel view (benchmarks/tb_reference.py): per kernel name calls, total µs,
 # duration-weighted blocks per SM and occupancy
-TB = {
-    "tl_h100_bert": "kineto/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
-    "tl_h100_falcon": "kineto/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
-    "hta_alexnet": "kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-    "hta_nccl": "kineto/hta/nccl_parser_config/nccl_data.json.gz",
-    "hta_ns_resolution": "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-    "param_resnet": "kineto/param/resnet_kineto.json.gz",
-    "tb_resnet50": "kineto/tb_plugin/resnet50_num_workers_0.worker0.pt.trace.json.gz",
-    "hta_mi250": "kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tb_reference import TRACES  # noqa: E402  (the shared traces of the plugin's reference files)
+TB = {name: TRACES[name] for name in ("tl_h100_bert", "tl_h100_falcon", "hta_alexnet", "hta_nccl",
+                                    "hta_ns_resolution", "param_resnet", "tb_resnet50", "hta_mi250")}
 
 
 @pytest.fixture(scope="module")

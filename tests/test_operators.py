@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,17 +130,8 @@ def test_group_by_input_shape(synth):
 
 
 # ---------------------------------------------------------------- the plugin's own numbers
-TRACES = {  # benchmarks/tb_reference.py TRACES (the ones the plugin reads)
-    "tb_resnet50": "kineto/tb_plugin/resnet50_num_workers_0.worker0.pt.trace.json.gz",
-    "param_resnet": "kineto/param/resnet_kineto.json.gz",
-    "tl_h100_bert": "kineto/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
-    "tl_h100_falcon": "kineto/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
-    "hta_df_index": "kineto/hta/df_index_resolver/df_index_resolver.json.gz",
-    "hta_alexnet": "kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-    "hta_nccl": "kineto/hta/nccl_parser_config/nccl_data.json.gz",
-    "hta_ns_resolution": "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-    "hta_mi250": "kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from tb_reference import TRACES  # noqa: E402  (the shared traces of the plugin's reference files)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +147,7 @@ def _store(stores, name):
     return s
 
 
-@pytest.mark.parametrize("name", sorted(TRACES))
+@pytest.mark.parametrize("name", sorted(p.stem for p in REF.glob("*.json")))   # the traces the plugin reads
 def test_equal_to_the_plugin(stores, name):
     ref = json.loads((REF / f"{name}.json").read_text())
     scope = open_scope(_store(stores, name))
