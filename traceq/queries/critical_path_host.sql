@@ -1,0 +1,36 @@
+-- critical_path_host: the host activity the critical path walks (input of
+-- traceq/engine/cp_graph.py), per rank of the scope.
+--
+-- Definition: every host op of the scope's ranks but the captured ops of graph replays
+-- (kind graph_op), with its class for the path:
+--   sync      a call that returns only when the GPU has caught up: the runtime's
+--             *Synchronize calls (host_is_sync, runtime/driver/sync_api kinds; PyTorch's scalar
+--             reads are cpu ops around such a call and are not syncs themselves)
+--   memcpy    a blocking copy (cudaMemcpy/hipMemcpy without Async): waits for its own copy
+--   launch    any other runtime/driver call (kernel launches, async copies, event calls)
+--   comm      a CPU-side collective call (host_is_communication: c10d::, nccl:, gloo:, ...)
+--   cpu       anything else (framework ops, Python functions)
+-- and the regions of the host (not GPU-side spans) as calls of class `region`: user
+-- annotations and steps nest the ops, and are what the path shows where no op is inside.
+--
+-- Parameters: $run (text). Requires scope_window and the host-API macros.
+--
+-- Output columns (one row per op or region):
+--   rank, pid, tid     where it ran
+--   start_ns, end_ns   the call, ns
+--   name               the op's name
+--   cls                sync | memcpy | launch | comm | cpu | region
+SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, h.name,
+       CASE WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND host_is_sync(h.kind, h.name) THEN 'sync'
+            WHEN host_is_blocking_copy(h.kind, h.name) THEN 'memcpy'
+            WHEN h.kind IN ('runtime', 'driver', 'sync_api') THEN 'launch'
+            WHEN host_is_communication(h.kind, h.name) THEN 'comm'
+            ELSE 'cpu' END AS cls
+FROM host_ops h
+WHERE h.run = $run AND h.rank IN (SELECT rank FROM scope_window) AND h.kind <> 'graph_op'
+  AND h.end_ns >= h.start_ns
+UNION ALL
+SELECT r.rank, r.pid, r.tid, r.start_ns, r.end_ns, r.name, 'region' AS cls
+FROM regions r
+WHERE r.run = $run AND r.rank IN (SELECT rank FROM scope_window)
+  AND coalesce(r.domain, '') <> 'gpu' AND r.tid IS NOT NULL AND r.end_ns >= r.start_ns
