@@ -2,7 +2,7 @@
 critical path of every ProfilerStep instance of one Kineto trace, written as JSON.
 
     python hta_cp_dump.py TRACE OUT.json [--annotation ProfilerStep] [--max-steps N]
-                          [--max-edge-steps M] [--drop-last-step]
+                          [--max-edge-steps M] [--drop-last-step] [--data-load-events REGEX ...]
 
 Times in the output are int ns on the trace's own clock: the file's `ts` µs x 1000 (HTA rounds
 a float ts up and a float end down to whole µs, then shifts every event by the trace's first
@@ -104,7 +104,8 @@ def _path(g, min_ts_us: int, names: dict, sym: list) -> tuple[list, dict, dict]:
     return rows, dict(sorted(by_bound.items())), dict(sorted(by_type.items()))
 
 
-def dump(trace: Path, annotation: str, max_steps: int, max_edge_steps: int, include_last: bool) -> dict:
+def dump(trace: Path, annotation: str, max_steps: int, max_edge_steps: int, include_last: bool,
+         data_load_events: list[str] | None = None) -> dict:
     import importlib.metadata as md
 
     import pandas as pd
@@ -118,7 +119,7 @@ def dump(trace: Path, annotation: str, max_steps: int, max_edge_steps: int, incl
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.WARNING)
     out: dict = {"trace": trace.name, "hta": hta_version,
-                 "pandas": pd.__version__, "annotation": annotation, "data_load_events": None,
+                 "pandas": pd.__version__, "annotation": annotation, "data_load_events": data_load_events,
                  "include_last_profiler_step": include_last, "time_unit": "ns, trace clock (ts us x 1000)"}
     from hta.trace_analysis import TraceAnalysis
 
@@ -148,7 +149,8 @@ def dump(trace: Path, annotation: str, max_steps: int, max_edge_steps: int, incl
                 "start_ns": (int(row["ts"]) + min_ts_us) * 1000,
                 "end_ns": (int(row["ts"]) + int(row["dur"]) + min_ts_us) * 1000}
         try:
-            res = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=k)
+            res = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=k,
+                                           data_load_events=data_load_events)
         except Exception as e:  # noqa: BLE001
             step.update(ok=False, error=_error(e), error_at=_where(e), **_log_summary(handler.take()))
             steps.append(step)
@@ -214,10 +216,12 @@ def main(argv=None) -> int:
     ap.add_argument("--annotation", default="ProfilerStep")
     ap.add_argument("--drop-last-step", action="store_true",
                     help="HTA's default: drop the last ProfilerStep's events at load")
+    ap.add_argument("--data-load-events", nargs="*", help="regexes HTA counts as data loading")
     ap.add_argument("--max-steps", type=int, default=12)
     ap.add_argument("--max-edge-steps", type=int, default=3)
     args = ap.parse_args(argv)
-    res = dump(args.trace, args.annotation, args.max_steps, args.max_edge_steps, not args.drop_last_step)
+    res = dump(args.trace, args.annotation, args.max_steps, args.max_edge_steps, not args.drop_last_step,
+               args.data_load_events or None)
     args.out.write_text(json.dumps(res, indent=None, separators=(",", ":"), ensure_ascii=False) + "\n")
     print(json.dumps({k: res.get(k) for k in ("trace", "ok", "error", "instances")}))
     return 0

@@ -24,7 +24,8 @@ SPEC = "traceinsight==0.6.1"
 VERSION = "import hta, importlib.metadata as m; print(m.version('traceinsight'))"
 ALEXNET_REGION = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"   # HTA's own test uses it
 
-# name -> (trace, annotation); "shared:" paths are under --shared, others under the repo
+# name -> (trace, annotation[, data_load_events]); "shared:" paths are under --shared, others
+# under the repo. data_load_events is None (HTA's default) except where a name says otherwise.
 TRACES = {
     "hta_alexnet": ("shared:kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
                     ALEXNET_REGION),
@@ -46,6 +47,10 @@ TRACES = {
     **{f"gpu_{s}": (f"sample_traces/gpu/{s}/rank0.pt.trace.json.gz", "ProfilerStep")
        for s in ("train_slow_loader", "train_gpu_bound", "train_small_sync", "two_streams",
                  "infer_cuda_graph", "ddp_gloo_straggler")},
+    # the same trace with the DataLoader's record_function region declared as data loading:
+    # without it HTA makes no node for that region (user_annotation), see the docs
+    "gpu_train_slow_loader_dl": ("sample_traces/gpu/train_slow_loader/rank0.pt.trace.json.gz", "ProfilerStep",
+                                 ["DataLoader"]),
 }
 
 
@@ -63,7 +68,7 @@ def main(argv=None) -> int:
         print(f"traceinsight (HTA 0.6.1) unavailable: {version}", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    for name, (rel, annotation) in TRACES.items():
+    for name, (rel, annotation, *dl) in TRACES.items():
         if args.only and name not in args.only:
             continue
         src = args.shared / rel.removeprefix("shared:") if rel.startswith("shared:") else ROOT / rel
@@ -72,7 +77,8 @@ def main(argv=None) -> int:
             continue
         out = args.out / f"{name}.json"
         r = subprocess.run([str(py), str(HERE / "hta_cp_dump.py"), str(src), str(out),
-                            "--annotation", annotation], capture_output=True, text=True, cwd=HERE)
+                            "--annotation", annotation, *(["--data-load-events", *dl[0]] if dl else [])],
+                           capture_output=True, text=True, cwd=HERE)
         if r.returncode != 0:
             print(f"{name}: dump crashed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
             continue
