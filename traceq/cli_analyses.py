@@ -72,7 +72,7 @@ def register_all(app: typer.Typer) -> None:
     from .analyses.registry import REGISTRY
 
     for spec in REGISTRY.values():
-        app.command(name=spec.name, help=spec.doc())(make_command(spec))
+        app.command(name=spec.name.replace("_", "-"), help=spec.doc())(make_command(spec))
 
 
 def run_command(spec: Analysis, kw: dict) -> None:

@@ -90,7 +90,9 @@ def merge_process(seg: pl.DataFrame, main_tid: int, host_cls: np.ndarray,
     if main_tid in tids:
         tids.remove(main_tid)
     tids = [main_tid] + tids
-    bounds = np.unique(np.concatenate([seg["start_ns"].to_numpy(), seg["end_ns"].to_numpy(), extra_bounds]))
+    bounds = np.sort(np.concatenate([seg["start_ns"].to_numpy(), seg["end_ns"].to_numpy(),
+                                     np.asarray(extra_bounds, dtype=np.int64)]))
+    bounds = bounds[np.r_[True, bounds[1:] != bounds[:-1]]] if len(bounds) else bounds
     if len(bounds) < 2:
         bounds = np.array([bounds[0] if len(bounds) else 0] * 2, dtype=np.int64)
     starts = bounds[:-1]
