@@ -34,6 +34,7 @@ FORMATS = ("perfetto", "chrome")
 GPU_CAT = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "sync": "cuda_sync"}
 HOST_CAT = {"runtime": "cuda_runtime", "driver": "cuda_driver", "cpu_op": "cpu_op", "python": "python_function",
             "sync_api": "cuda_runtime", "other": "other"}
+SLICE = 1 << 16      # events JSON-encoded and written at once
 LANE_TID = 1 << 40    # tid of an extra lane: LANE_TID * lane + the track's tid
 SHAPES = (("input_dims", "Input Dims"), ("input_types", "Input type"), ("input_strides", "Input Strides"),
           ("concrete_inputs", "Concrete Inputs"))
@@ -84,17 +85,25 @@ class Writer:
         return first
 
     def lines(self, encoded: pl.Series) -> None:
+        """Write JSON-encoded events (polars writes the text: no Python string per event)."""
         if encoded.len() == 0:
             return
-        sep = b",\n" if self.n_events else b""
-        self._fh.write(sep + ",\n".join(encoded.to_list()).encode("utf-8"))
+        sep = pl.lit(",") if self.n_events else pl.when(pl.int_range(pl.len()) > 0).then(pl.lit(",")).otherwise(pl.lit(""))
+        pl.DataFrame({"j": encoded}).select(pl.concat_str([sep, pl.col("j")])).write_csv(
+            self._fh, include_header=False, quote_style="never")
         self.n_events += encoded.len()
+
+    def frame(self, df: pl.DataFrame, encode) -> None:
+        """`encode` (a frame -> its JSON lines) applied and written a slice of `SLICE` rows at a
+        time: the JSON text of one slice in memory at once."""
+        for lo in range(0, df.height, SLICE):
+            self.lines(encode(df.slice(lo, SLICE)))
 
     def event(self, ev: dict) -> None:
         self.lines(pl.Series([json.dumps(ev, ensure_ascii=False)]))
 
     def close(self, tail: dict) -> None:
-        end = "\n],\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in tail.items())
+        end = "],\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in tail.items())
         self._fh.write((end + "\n}\n").encode("utf-8"))
         if self._fh is not self._raw:
             self._fh.close()
@@ -221,9 +230,9 @@ def write_rank(writer: Writer, con, run: str, rank: int, clock: Clock, tracks: T
         name = f"rank {rank}" if len(pids) == 1 else f"rank {rank} · pid {hp}"
         _meta(writer, out, name, sort, [(t, base[t], i) for i, t in enumerate(tids)]
               + _lane_names(both.filter(pl.col("pid") == out), base))
-    writer.lines(_encode(h, [pl.col("orig_pid").alias("pid"), pl.col("correlation"),
-                             pl.col("external_id").alias("External id"), pl.col("kind")],
-                         nullable=("correlation", "External id"), raw=SHAPES))
+    writer.frame(h, lambda part: _encode(part, [pl.col("orig_pid").alias("pid"), pl.col("correlation"),
+                                                pl.col("external_id").alias("External id"), pl.col("kind")],
+                                         nullable=("correlation", "External id"), raw=SHAPES))
     writer.lines(_encode(r, [pl.col("source").alias("source"), pl.col("domain"), pl.col("step")],
                          nullable=("domain", "step")))
 
@@ -266,7 +275,7 @@ def write_rank(writer: Writer, con, run: str, rank: int, clock: Clock, tracks: T
                     "blocks per SM", "warps per SM", "est. achieved occupancy %", "bytes", "kind", "src_kind",
                     "dst_kind", "Collective name", "Process Group Name", "Process Group Description", "Group size",
                     "Seq", "category", "library", "launch pid")
-        writer.lines(_encode(g, gargs, nullable=nullable))
+        writer.frame(g, lambda part: _encode(part, gargs, nullable=nullable))
         writer.lines(_encode(ga, [pl.col("device"), pl.col("stream")], nullable=("stream",)))
         _launch_flows(writer, h, g)
     return {"rank": rank, "host_ops": host.height, "regions": regions.height + gpu_regions.height, "gpu_ops": gpu.height}
@@ -289,7 +298,7 @@ def _launch_flows(writer: Writer, h: pl.DataFrame, g: pl.DataFrame) -> None:
                      pl.col("c_ts").alias("ts"), "cat", "name")
     f = pairs.select(pl.lit("f").alias("ph"), "id", "pid", "tid", "ts", "cat", "name", pl.lit("e").alias("bp"))
     for part in (s, f):
-        writer.lines(part.select(pl.struct(pl.all()).struct.json_encode())[:, 0])
+        writer.frame(part, lambda p: p.select(pl.struct(pl.all()).struct.json_encode())[:, 0])
 
 
 # ---------------------------------------------------------------- the run
