@@ -77,6 +77,14 @@ class TraceStore:
 
         return sql(query, self.store)
 
+    def export(self, path, run=None, *, format="perfetto", rank=None, segments=None, findings=True):
+        """`traceq export`: the run (default: the most recently ingested) as a Chrome-trace JSON
+        at `path` (.gz: gzip); `segments`: a critical path to mark (traceq.export.path_marks).
+        Returns what was written (traceq.export.run.Exported)."""
+        from .export.run import export_run
+
+        return export_run(self.store, run, path, format=format, rank=rank, segments=segments, findings=findings)
+
     def ingest(self, paths, **kw):
         from .ingest import ingest
 

@@ -292,6 +292,49 @@ def report(
                            + f" ({size:.1f} MB, {res.seconds:.1f} s)") + "\n")
 
 
+# ---------------------------------------------------------------- export
+@app.command()
+def export(
+    run: Annotated[Optional[str], typer.Argument(help="Run to export (default: the most recently ingested).",
+                                                 metavar="RUN", show_default=False)] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write (.gz: gzip-compressed).",
+                                        metavar="FILE")] = "trace.json",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="perfetto (ui.perfetto.dev) or chrome (chrome://tracing): "
+                                     "the same Trace Event Format JSON.", metavar="perfetto|chrome")] = "perfetto",
+    rank: Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank, each a process).",
+                                                metavar="N", show_default=False)] = None,
+    no_findings: Annotated[bool, typer.Option("--no-findings", help="Leave out diagnose's findings.")] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Write a run as a Chrome-trace JSON that ui.perfetto.dev and chrome://tracing open: every
+    rank a process on the run's common clock, GPU ops on their streams, launch -> kernel
+    flows, diagnose's findings as instant events, and the critical path where traceq has one.
+    Re-ingesting the file gives the same GPU ops (docs/export.md).
+
+    Example: traceq export baseline --format perfetto -o baseline.json.gz
+    """
+    from .export.run import export_run
+
+    res = export_run(store, run, output, format=fmt, rank=rank, findings=not no_findings,
+                     segments=_path_segments(store, run, rank))
+    for n in res.notes:
+        warn(n)
+    sys.stdout.write(_safe(f"{res.path}: run {res.run}, {len(res.ranks)} rank(s), {res.events:,} events, "
+                           f"{res.findings} finding(s), {res.segments} path segment(s) "
+                           f"({res.bytes / 1e6:.1f} MB, {res.seconds:.1f} s)") + "\n")
+
+
+def _path_segments(store, run, rank):
+    """The critical path to mark (traceq.engine.critical_path, when this traceq has it)."""
+    from .engine.scope import open_scope
+    from .export.path_marks import segments_of
+
+    segments, why = segments_of(open_scope(store, run, rank, only_run=True))
+    if why and os.environ.get("TRACEQ_DEBUG") == "1":
+        warn(why)
+    return segments
+
+
 # ---------------------------------------------------------------- analyses
 # One command per analysis of the registry (traceq/analyses), derived from its declaration.
 from .cli_analyses import register_all  # noqa: E402
