@@ -29,6 +29,9 @@ COLUMNS = (
     Column("bounding_rank", "joined: the rank holding the most path time outside communication"),
     Column("wait_ns", "joined: time the path's ranks spent in collectives waiting for a later rank, ns"),
 )
+# tables `bounds` (rank, step, bound, ns, pct: the path time of each bound on a rank, % of the
+# step's path; joined, a step's rows are per rank the path crossed) and `what_if` (the same of
+# the re-timed path); `ops` (rank, name, kind, category, ns, pct): the ops on the path
 NOTE = "the path covers each step's span exactly (docs/critical_path.md)"
 
 
@@ -55,10 +58,12 @@ def tables(run: str, res: dict, joined: bool, factors: dict, top: int) -> Out:
             row["wait_ns"] = s["wait_ns"]
         rows.append(row)
         tot = sum(s["bounds"].values()) or 1
-        for bound in BOUNDS:
-            if s["bounds"].get(bound):
-                bounds_rows.append({"rank": s["rank"], "step": s["step"], "bound": bound,
-                                    "ns": int(s["bounds"][bound]), "pct": round(100 * s["bounds"][bound] / tot, 2)})
+        for rk in sorted(s["bounds_by_rank"]):
+            for bound in BOUNDS:
+                v = s["bounds_by_rank"][rk].get(bound)
+                if v:
+                    bounds_rows.append({"rank": rk, "step": s["step"], "bound": bound, "ns": int(v),
+                                        "pct": round(100 * v / tot, 2)})
         wtot = sum(s["what_if"].values()) or 1
         for bound in BOUNDS:
             if s["what_if"].get(bound):

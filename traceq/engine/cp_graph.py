@@ -49,7 +49,9 @@ STREAM_WAIT = r"(?i)^(cuda|cu|hip)StreamWaitEvent"
 
 @dataclass
 class Graph:
-    t: np.ndarray                 # int64 node times, sorted (node id = position)
+    t: np.ndarray                 # int64 node times - t0, sorted (node id = position): small
+                                  # enough that float64 arithmetic on them is exact to the ns
+    t0: int                       # the time (common clock) that node times count from
     node_rank: np.ndarray         # int32
     node_type: np.ndarray         # int8 HOST | GPU_START | GPU_END
     node_ref: np.ndarray          # int64: GPU op row, or host point index
@@ -73,7 +75,7 @@ class Graph:
     gpu_end_node: np.ndarray = None
 
     def host_node(self, rank: int, pid: int, t: int) -> int | None:
-        """The node of the host point of (rank, pid) at time t (common clock), if any."""
+        """The node of the host point of (rank, pid) at time t (common clock, not - t0), if any."""
         hit = self.points_by_key.get((rank, pid))
         if hit is None:
             return None
@@ -287,8 +289,9 @@ def build(host: pl.DataFrame, gpu: pl.DataFrame, steps: pl.DataFrame, main_threa
     indptr = np.zeros(n_nodes + 1, dtype=np.int64)
     np.add.at(indptr, dst + 1, 1)
     indptr = np.cumsum(indptr)
+    t0 = int(t_all.min()) if len(t_all) else 0
     return Graph(
-        t=t_all[order], node_rank=rank_all[order], node_type=typ[order], node_ref=ref[order],
+        t=t_all[order] - t0, t0=t0, node_rank=rank_all[order], node_type=typ[order], node_ref=ref[order],
         indptr=indptr, src=src, kind=kind, base=base, ref=eref,
         chain_vec=np.concatenate(chain_vec) if chain_vec else np.zeros((0, len(cp_host.CLASSES)), dtype=np.int64),
         chain_span=np.concatenate(chain_span) if chain_span else np.zeros((0, 2), dtype=np.int64),

@@ -213,7 +213,7 @@ def segments_of(solver: Solver, path: list[tuple], step: int) -> pl.DataFrame:
     stretches: dict = {}          # timeline key -> [(a, b)] host stretches, rank clock
     for e, n, t0, t1 in reversed(path):
         r = int(g.node_rank[n])
-        off = g.offsets.get(r, 0)
+        off = g.offsets.get(r, 0) - g.t0
         a_, b_ = int(round(t0)) - off, int(round(t1)) - off
         base = {"rank": r, "step": step, "start_ns": a_, "end_ns": b_, "pid": None, "tid": None,
                 "device": None, "stream": None, "category": None}
@@ -247,7 +247,8 @@ def segments_of(solver: Solver, path: list[tuple], step: int) -> pl.DataFrame:
         frames.append(host_pieces(solver, key, np.array(iv, dtype=np.int64).reshape(-1, 2), step))
     if not frames:
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    return pl.concat(frames, how="vertical_relaxed").select(list(SEGMENT_SCHEMA)).sort(["start_ns", "end_ns"])
+    return (pl.concat(frames, how="vertical_relaxed").select(list(SEGMENT_SCHEMA))
+            .filter(pl.col("end_ns") > pl.col("start_ns")).sort(["start_ns", "end_ns"]))
 
 
 def host_pieces(solver: Solver, key: tuple, iv: np.ndarray, step: int) -> list[dict]:
@@ -366,7 +367,7 @@ def solve_step(solver: Solver, ranks_steps: list[tuple], step: int, factors: dic
     """One step (on one rank, or on several joined): its span, path, segments, bounds, and
     with factors the predicted span and the re-timed path's bounds."""
     g = solver.g
-    lo = min(float(lo_r + g.offsets.get(r, 0)) for r, _, lo_r, _ in ranks_steps)
+    lo = min(float(lo_r + g.offsets.get(r, 0) - g.t0) for r, _, lo_r, _ in ranks_steps)
     cands, end = end_of_step(g, ranks_steps)
     out = {"step": step, "lo": lo, "span_ns": 0, "segments": pl.DataFrame(schema=SEGMENT_SCHEMA), "wait_ns": 0.0, "predicted_ns": None,
            "what_if": {}}
@@ -428,14 +429,17 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
             seg = res["segments"]
             d = seg.select(pl.col("rank"), pl.col("bound"), (pl.col("end_ns") - pl.col("start_ns")).alias("ns"))
             bounds = dict(d.group_by("bound").agg(pl.col("ns").sum()).iter_rows())
+            per_rank: dict = {}
+            for rk, b, v in d.group_by("rank", "bound").agg(pl.col("ns").sum()).iter_rows():
+                per_rank.setdefault(rk, {})[b] = v
             by_rank = dict(d.filter(pl.col("bound") != "communication").group_by("rank")
                            .agg(pl.col("ns").sum()).iter_rows())
             steps_out.append({
                 "rank": None if joined else rs[0][0], "step": step,
-                "start_ns": int(round(res["lo"])) - (0 if joined else g.offsets.get(rs[0][0], 0)),
+                "start_ns": int(round(res["lo"])) + g.t0 - (0 if joined else g.offsets.get(rs[0][0], 0)),
                 "span_ns": res["span_ns"], "path_ns": int(d["ns"].sum()) if d.height else 0,
                 "predicted_ns": res["predicted_ns"], "wait_ns": int(round(res["wait_ns"])),
-                "bounds": bounds, "what_if": res["what_if"], "by_rank": by_rank})
+                "bounds": bounds, "bounds_by_rank": per_rank, "what_if": res["what_if"], "by_rank": by_rank})
             segs.append(seg)
     frame = pl.concat(segs, how="vertical_relaxed") if segs else pl.DataFrame(schema=SEGMENT_SCHEMA)
     return {"steps": steps_out, "segments": frame}

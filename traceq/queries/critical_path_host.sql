@@ -7,9 +7,11 @@
 --             *Synchronize calls (host_is_sync, runtime/driver/sync_api kinds; PyTorch's scalar
 --             reads are cpu ops around such a call and are not syncs themselves)
 --   memcpy    a blocking copy (cudaMemcpy/hipMemcpy without Async): waits for its own copy
---   launch    any other runtime/driver call (kernel launches, async copies, event calls)
+--   launch    a runtime/driver call that launches GPU work: its name says Launch, an async copy
+--             or a memset (cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, hipMemsetAsync, ...)
 --   comm      a CPU-side collective call (host_is_communication: c10d::, nccl:, gloo:, ...)
---   cpu       anything else (framework ops, Python functions)
+--   cpu       anything else: framework ops, Python functions, and the other runtime calls
+--             (cudaMalloc/cudaFree, event and stream calls, cudaGetDevice, ...)
 -- and the regions of the host (not GPU-side spans) as calls of class `region`: user
 -- annotations and steps nest the ops, and are what the path shows where no op is inside.
 --
@@ -23,7 +25,8 @@
 SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, h.name,
        CASE WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND host_is_sync(h.kind, h.name) THEN 'sync'
             WHEN host_is_blocking_copy(h.kind, h.name) THEN 'memcpy'
-            WHEN h.kind IN ('runtime', 'driver', 'sync_api') THEN 'launch'
+            WHEN h.kind IN ('runtime', 'driver', 'sync_api')
+                 AND regexp_matches(h.name, '(?i)launch|memcpy|memset') THEN 'launch'
             WHEN host_is_communication(h.kind, h.name) THEN 'comm'
             ELSE 'cpu' END AS cls
 FROM host_ops h
