@@ -58,7 +58,7 @@ ANALYSIS_SCALES = (1, 8, 32)
 NSYS_GROWTH_ROWS = (4_000_000, 8_000_000)   # the nsys export grown further: memory at size
 DECODE_KEYS = ("json", "rep8")
 ANALYSES = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "diff", "roofline", "overview",
-            "operators", "memory", "report")
+            "operators", "memory", "critical-path", "report")
 # the analyses that read the run's findings kept beside the store: the "Fix first" line, and
 # diagnose (its verdict too)
 CACHED_FINDINGS = ("hotspots", "summary", "overlap", "breakdown", "stalls", "diagnose", "overview")

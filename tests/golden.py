@@ -86,6 +86,7 @@ PER_RUN = [
     ["stalls", "--min-gap-us", "10", "--data-pattern", "load|decode"],
     ["diagnose"], ["diagnose", "--skip-first", "1"], ["ranks"], ["roofline"],
     ["overview"], ["operators"], ["memory"],
+    ["critical-path"], ["critical-path", "--what-if", "data_loading=0", "--what-if", "gemm=0.5"],
 ]
 EXTRA = {
     "samples": [

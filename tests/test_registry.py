@@ -29,6 +29,7 @@ CASES = {
     "memory": ([], {"run": "slow_dataloader"}),
     "overview": ([], {"run": "slow_dataloader"}),
     "operators": ([], {"run": "slow_dataloader"}),
+    "critical_path": ([], {"run": "slow_dataloader"}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.
@@ -49,7 +50,7 @@ def work(tmp_path_factory):
 
 
 def _cli_args(name, runs, kw):
-    args = [name, *runs]
+    args = [name.replace("_", "-"), *runs]
     for k, v in kw.items():
         args += ["--" + k.replace("_", "-"), str(v)]
     return args
@@ -134,6 +135,14 @@ def test_cli_json_table_and_python_api_agree(work, name):
         _same([{k: v for k, v in row.items() if k != "run"} for row in doc["rows"]], api_rows)
         _same(doc["gpu"], json.loads(json.dumps(df.tables["gpu"].to_dicts(), default=str)))
         assert doc["units"]["kernel_ns"] == "ns"
+    elif name == "critical_path":   # rows, bounds and ops in the issue's shape (issue 34)
+        assert doc["analysis"] == name and doc["run"] == kw["run"] and doc["headline"] == df.headline
+        assert all(set(row) >= {"run", "rank", "step", "start_ns", "span_ns", "path_ns"} for row in doc["rows"])
+        _same([{k: v for k, v in row.items() if k != "run"} for row in doc["rows"]], api_rows)
+        for t, keys in (("bounds", ["rank", "step", "bound", "ns", "pct"]),
+                        ("ops", ["rank", "name", "kind", "category", "ns", "pct"])):
+            assert doc[t] and all(list(row) == keys for row in doc[t])
+            _same(doc[t], json.loads(json.dumps(df.tables[t].to_dicts(), default=str)))
     else:                       # diff keeps its fixed shape
         assert set(doc) == {"categories", "kernels", "regions", "headline"}
         _same(doc["kernels"], api_rows)
@@ -161,7 +170,7 @@ def test_api_parameters_match_the_cli_options():
     for name, spec in REGISTRY.items():
         method = getattr(traceq.TraceStore, name)
         api = set(inspect.signature(method).parameters) - {"self"}
-        opts = {p.name for p in cli.commands[name].params} - {"fmt", "output", "wide", "store"}
+        opts = {p.name for p in cli.commands[name.replace("_", "-")].params} - {"fmt", "output", "wide", "store"}
         assert api == opts, name
         for p in spec.params:   # same defaults (a required one has none)
             want = inspect.Parameter.empty if p.required else p.default

@@ -100,14 +100,15 @@ def test_report_inlines_plotly_once_and_references_nothing_external(slow_html):
 
 def test_sample_report_has_the_cpu_only_sections(slow_html):
     secs = sections_of(slow_html)
-    assert secs == ["fix", "timeline", "overview", "gpu", "hotspots", "roofline", "operators", "regions", "stalls", "overlap"]
+    assert secs == ["fix", "timeline", "overview", "gpu", "hotspots", "roofline", "operators", "regions", "critical_path",
+                    "stalls", "overlap"]
     # "Fix first" heads the run: the CPU-only sample has no GPU work, and the DataLoader finding
     fix = slow_html[slow_html.index('data-section="fix"'):slow_html.index('data-section="timeline"')]
     assert "no GPU work" in fix and "dataloader — up to" in fix and "num_workers=0" in fix
     figs = figures_of(slow_html)
     # CPU-only: no GPU category/summary/overlap charts; the overview's steps are CPU Exec and Other
-    assert set(figs) == {"timeline", "overview", "regions", "stalls"}
-    assert tables_of(slow_html) == {"ranks": 1, "operators": 30, "regions": 7, "stall-steps": 6}
+    assert set(figs) == {"timeline", "overview", "regions", "critical-path", "critical-path-timeline", "stalls"}
+    assert tables_of(slow_html) == {"ranks": 1, "operators": 30, "regions": 7, "critical-path-ops": 15, "stall-steps": 6}
     # headline cards: the sample's DataLoader waits ~100 ms of each ~125 ms step
     cards = dict(re.findall(r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div>', slow_html))
     assert float(cards["data wait"].split()[0]) > 50

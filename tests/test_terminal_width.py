@@ -32,6 +32,7 @@ COMMANDS = {
     "runs": ["runs"],
     "overview": ["overview", "--run", "slow_dataloader"],
     "operators": ["operators", "--run", "slow_dataloader"],
+    "critical-path": ["critical-path", "--run", "slow_dataloader", "--what-if", "data_loading=0"],
 }
 
 

@@ -13,9 +13,7 @@ from ..lazy import polars as pl
 from .spec import Analysis, Block, Column, Out, Param
 
 BOUNDS = ("cpu", "data_loading", "launch", "gpu", "gpu_gap", "communication", "sync", "memcpy")
-ROW_FIELDS = ("run", "rank", "step", "start_ns", "span_ns", "path_ns", "predicted_step_ns")
 COLUMNS = (
-    Column("run", "the run"),
     Column("rank", "the rank (null: the ranks joined, --ranks all)"),
     Column("step", "the step"),
     Column("start_ns", "the step's start, ns (the rank's clock; joined: the run's common clock)"),
@@ -48,7 +46,7 @@ def tables(run: str, res: dict, joined: bool, factors: dict, top: int) -> Out:
     rows, bounds_rows, wi_rows = [], [], []
     for s in steps:
         b, pct = _dominant(s["bounds"])
-        row = {"run": run, "rank": s["rank"], "step": s["step"], "start_ns": s["start_ns"], "span_ns": s["span_ns"],
+        row = {"rank": s["rank"], "step": s["step"], "start_ns": s["start_ns"], "span_ns": s["span_ns"],
                "path_ns": s["path_ns"], "bound": b, "bound_pct": pct}
         if factors:
             row["predicted_step_ns"] = s["predicted_ns"]
@@ -70,7 +68,7 @@ def tables(run: str, res: dict, joined: bool, factors: dict, top: int) -> Out:
                 wi_rows.append({"rank": s["rank"], "step": s["step"], "bound": bound,
                                 "ns": int(round(s["what_if"][bound])), "pct": round(100 * s["what_if"][bound] / wtot, 2)})
     order = [c.name for c in COLUMNS if any(c.name in r for r in rows)] if rows else \
-        ["run", "rank", "step", "start_ns", "span_ns", "path_ns", "bound", "bound_pct"]
+        ["rank", "step", "start_ns", "span_ns", "path_ns", "bound", "bound_pct"]
     df = pl.DataFrame(rows, schema_overrides={"rank": pl.Int32, "bounding_rank": pl.Int32}, infer_schema_length=None) \
         if rows else pl.DataFrame(schema={c: pl.Int64 if c.endswith("_ns") or c in ("rank", "step") else pl.String
                                           for c in order})
@@ -200,6 +198,50 @@ def path_figure(bounds: pl.DataFrame):
     return fig
 
 
+PATH_BARS = 20_000   # the path's bars drawn on the timeline, at most (the longest kept)
+
+
+def path_timeline(scope, segments: pl.DataFrame):
+    """The report's GPU timeline (report/timeline.py) with a lane per rank on top: the critical
+    path's segments, adjacent ones of one bound merged, coloured by bound."""
+    from ..report import timeline as tlm
+
+    tl = tlm.segments(scope)
+    if not segments.height or not tl.segments.height:
+        return None
+    first = tl.segments.row(0, named=True)
+    origin = first["start_ns"] - first["x0_ms"] * 1e6
+    off = dict(scope.df("SELECT rank, coalesce(clock_offset_ns, 0) + coalesce(clock_refine_ns, 0) AS off "
+                        "FROM runs WHERE run = $run").iter_rows()) if tl.aligned else {}
+    seg = (segments.sort("rank", "start_ns")
+           .with_columns(grp=((pl.col("bound") != pl.col("bound").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
+                              | (pl.col("start_ns") != pl.col("end_ns").shift(1))).fill_null(True).cum_sum())
+           .group_by("grp", maintain_order=True)
+           .agg(pl.col("rank").first(), pl.col("bound").first(), pl.col("start_ns").min(), pl.col("end_ns").max(),
+                pl.len().alias("n"), pl.col("name").first()))
+    if seg.height > PATH_BARS:
+        seg = seg.sort(pl.col("end_ns") - pl.col("start_ns"), descending=True).head(PATH_BARS)
+    ranks = sorted(seg["rank"].unique().to_list())
+    lanes = [f"rank {r} · critical path" for r in ranks]
+    shift = seg["rank"].replace_strict(off, default=0, return_dtype=pl.Int64) if off else pl.lit(0, pl.Int64)
+    path = seg.with_columns(s_=pl.col("start_ns") + shift, e_=pl.col("end_ns") + shift).select(
+        pl.col("rank").cast(tl.segments["rank"].dtype), pl.lit("host").alias("side"),
+        pl.lit(None, tl.segments["device"].dtype).alias("device"), pl.lit(None, tl.segments["stream"].dtype).alias("stream"),
+        pl.col("bound").alias("cat"), pl.when(pl.col("n") > 1).then(pl.format("{} ({} segments)", "name", "n"))
+        .otherwise(pl.col("name")).alias("name"),
+        pl.col("s_").alias("start_ns"), pl.col("e_").alias("end_ns"), pl.col("n").cast(pl.Int64),
+        (pl.col("e_") - pl.col("s_")).alias("busy_ns"), pl.lit(True).alias("exact"),
+        pl.lit(tl.segments["bucket_ns"][0]).cast(tl.segments["bucket_ns"].dtype).alias("bucket_ns"),
+        pl.format("rank {} · critical path", "rank").alias("lane"),
+        ((pl.col("s_") - origin) / 1e6).alias("x0_ms"), ((pl.col("e_") - origin) / 1e6).alias("x1_ms"),
+        pl.col("rank").replace_strict({r: i for i, r in enumerate(ranks)}, return_dtype=pl.Int32).alias("lane_idx"))
+    rest = tl.segments.with_columns(pl.col("lane_idx") + len(lanes))
+    both = pl.concat([path.select(rest.columns), rest], how="vertical_relaxed")
+    fig = tlm.figure(tlm.Timeline(both, lanes + tl.lanes, tl.buckets, tl.n_ops, tl.aligned),
+                     "The critical path on the timeline")
+    return fig
+
+
 def report_section(ctx) -> list:
     """Per-step path bars by bound, and the ops on the path."""
     from ..report.html import table
@@ -215,6 +257,7 @@ def report_section(ctx) -> list:
         sec.headline = out.headline
         ctx.results["critical_path"] = out
         add(sec, path_figure(out.tables["bounds"]), "critical-path")
+        add(sec, path_timeline(ctx.scope, out.value["segments"]), "critical-path-timeline")
         add_table(sec, table(out.tables["ops"]), "critical-path-ops")
     return [sec]
 

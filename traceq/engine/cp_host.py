@@ -6,7 +6,7 @@ hand-off. So the critical path reads a process as ONE timeline, cut into pieces,
 one op:
 
   per thread   the innermost op (or host region) around each instant (the sweep of
-               engine/op_owner.nest); nothing around it: the thread is idle
+               engine/op_owner.nest, in numpy); nothing around it: the thread is idle
   merged       the main thread's owner where it runs an op; where the main thread only waits
                (idle, or inside a region with no op in it) the owner of another thread that
                runs an op (the lowest thread id first); else the main thread's region, or idle
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..lazy import polars as pl
-from .op_owner import nest
 
 CLASSES = ("wait", "data_loading", "sync", "memcpy", "launch", "communication", "cpu")
 WAIT, DATA, SYNC, MEMCPY, LAUNCH, COMM, CPU = range(len(CLASSES))
@@ -69,18 +68,52 @@ class HostTimeline:
 
 def thread_pieces(host: pl.DataFrame) -> pl.DataFrame:
     """Per thread, the pieces between consecutive op boundaries with their innermost owner:
-    columns rank, pid, tid, start_ns, end_ns, owner (row of `host`, null = idle)."""
-    calls = host.select("rank", "pid", "tid", "start_ns", "end_ns").with_columns(clock=pl.lit("0"))
-    b = (pl.concat([calls.select("rank", "pid", "tid", pl.col("start_ns").alias("t")),
-                    calls.select("rank", "pid", "tid", pl.col("end_ns").alias("t"))])
-         .unique().sort(["rank", "pid", "tid", "t"]))
-    seg = (b.with_columns(end_ns=pl.col("t").shift(-1).over(["rank", "pid", "tid"]))
-           .filter(pl.col("end_ns").is_not_null()).rename({"t": "start_ns"}))
-    points = seg.select("rank", "pid", "tid", pl.col("start_ns").alias("t_ns"), clock=pl.lit("0"))
-    _, inner = nest(calls, points)
-    own = (pl.DataFrame({"pt": pl.arange(0, seg.height, dtype=pl.UInt32, eager=True)})
-           .join(inner.rename({"call_id": "owner"}), on="pt", how="left").sort("pt")["owner"])
-    return seg.with_columns(owner=own.cast(pl.Int64))
+    columns rank, pid, tid, start_ns, end_ns, owner (row of `host`, null = idle).
+
+    The sweep of engine/op_owner.nest, in numpy: boundaries sorted per thread (a call's end
+    before a call's start at one instant, the longer call first), the running count of open
+    calls is the depth after each boundary, and the owner of the piece after it is the call
+    last started at that depth on that thread (an as-of lookup on (thread, depth))."""
+    thr = host.select(pl.struct("rank", "pid", "tid").rank("dense").cast(pl.Int64))["rank"].to_numpy() - 1
+    s_all, e_all = host["start_ns"].to_numpy(), host["end_ns"].to_numpy()
+    rows = np.flatnonzero(e_all > s_all)            # calls of no duration own nothing
+    n = len(rows)
+    if n == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64,
+                                    "end_ns": pl.Int64, "owner": pl.Int64})
+    th = np.r_[thr[rows], thr[rows]]
+    t = np.r_[s_all[rows], e_all[rows]]
+    kind = np.r_[np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)]
+    tie = np.r_[-(e_all[rows] - s_all[rows]), np.zeros(n, dtype=np.int64)]
+    row = np.r_[rows, rows]
+    o = np.lexsort((tie, kind, t, th))
+    th, t, kind, row = th[o], t[o], kind[o], row[o]
+    depth = np.cumsum(np.where(kind == 1, 1, -1))
+    # pieces: after each boundary, to the next boundary of the same thread (when later)
+    nxt_same = np.r_[th[1:] == th[:-1], False]
+    t_next = np.r_[t[1:], 0]
+    piece = nxt_same & (t_next > t)
+    k = np.flatnonzero(piece)
+    # owner: the call last started at the piece's depth on its thread
+    st = np.flatnonzero(kind == 1)
+    key_st = th[st] * (1 << 24) + depth[st]
+    key_q = th[k] * (1 << 24) + depth[k]
+    uk, inv = np.unique(np.r_[key_st, key_q], return_inverse=True)
+    id_st, id_q = inv[:len(st)], inv[len(st):]
+    comb_st = id_st.astype(np.int64) * (1 << 32) + st
+    order = np.argsort(comb_st, kind="stable")
+    comb_sorted = comb_st[order]
+    j = np.searchsorted(comb_sorted, id_q.astype(np.int64) * (1 << 32) + k, side="right") - 1
+    hit = (j >= 0) & (depth[k] > 0)
+    jj = np.clip(j, 0, None)
+    hit &= (comb_sorted[jj] >> 32) == id_q
+    owner = np.where(hit, row[st[order[jj]]], -1)
+    first = np.unique(thr, return_index=True)[1]
+    keys = host.select("rank", "pid", "tid")[first.tolist()]
+    kt = th[k]
+    return pl.DataFrame({"rank": keys["rank"].to_numpy()[kt], "pid": keys["pid"].to_numpy()[kt],
+                         "tid": keys["tid"].to_numpy()[kt], "start_ns": t[k], "end_ns": t_next[k],
+                         "owner": owner}, schema_overrides={"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64})
 
 
 def merge_process(seg: pl.DataFrame, main_tid: int, host_cls: np.ndarray,

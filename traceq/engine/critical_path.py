@@ -80,8 +80,6 @@ class Solver:
         self.op_name = gp["name"].to_list()
         self.op_bound = [op_bound(k, c) for k, c in zip(self.op_kind, self.op_cat)]
         self.op_pid, self.op_dev, self.op_stream = gp["pid"].to_list(), gp["device"].to_list(), gp["stream"].to_list()
-        self.host_name, self.host_tid = g.host["name"].to_list(), g.host["tid"].to_list()
-        self.host_pid = g.host["pid"].to_list()
         self.host_name_s = g.host["name"]
         self.host_tid_a = g.host["tid"].to_numpy()
         # recorded arrival of each node: its binding edge and the time no edge explains
@@ -228,8 +226,8 @@ def segments_of(solver: Solver, path: list[tuple], step: int) -> pl.DataFrame:
             stretches.setdefault(g.chain_tl[ref], []).append((a_, b_))
             continue
         if k == SYNC:
-            out.append({**base, "bound": "sync", "kind": "edge", "name": solver.host_name[ref],
-                        "pid": solver.host_pid[ref], "tid": solver.host_tid[ref]})
+            out.append({**base, "bound": "sync", "kind": "edge", "name": solver.host_name_s[ref],
+                        "pid": int(g.host["pid"][ref]), "tid": int(solver.host_tid_a[ref])})
             continue
         seg = {**base, "category": solver.op_cat[ref], "pid": solver.op_pid[ref], "device": solver.op_dev[ref],
                "stream": solver.op_stream[ref]}
@@ -426,23 +424,27 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
                       st.select("rank", "step", "start_ns", "end_ns", "pid").iter_rows()]
         for step, rs in groups:
             res = solve_step(solver, rs, step, factors, w)
-            seg = res["segments"]
-            d = seg.select(pl.col("rank"), pl.col("bound"), (pl.col("end_ns") - pl.col("start_ns")).alias("ns"))
-            bounds = dict(d.group_by("bound").agg(pl.col("ns").sum()).iter_rows())
-            per_rank: dict = {}
-            for rk, b, v in d.group_by("rank", "bound").agg(pl.col("ns").sum()).iter_rows():
-                per_rank.setdefault(rk, {})[b] = v
-            by_rank = dict(d.filter(pl.col("bound") != "communication").group_by("rank")
-                           .agg(pl.col("ns").sum()).iter_rows())
             steps_out.append({
                 "rank": None if joined else rs[0][0], "step": step,
                 "start_ns": int(round(res["lo"])) + g.t0 - (0 if joined else g.offsets.get(rs[0][0], 0)),
-                "span_ns": res["span_ns"], "path_ns": int(d["ns"].sum()) if d.height else 0,
-                "predicted_ns": res["predicted_ns"], "wait_ns": int(round(res["wait_ns"])),
-                "bounds": bounds, "bounds_by_rank": per_rank, "what_if": res["what_if"], "by_rank": by_rank})
-            segs.append(seg)
-    frame = pl.concat(segs, how="vertical_relaxed") if segs else pl.DataFrame(schema=SEGMENT_SCHEMA)
-    return {"steps": steps_out, "segments": frame}
+                "span_ns": res["span_ns"], "predicted_ns": res["predicted_ns"],
+                "wait_ns": int(round(res["wait_ns"])), "what_if": res["what_if"]})
+            segs.append(res["segments"].with_columns(sid=pl.lit(len(steps_out) - 1, pl.Int32)))
+    frame = pl.concat(segs, how="vertical_relaxed") if segs else \
+        pl.DataFrame(schema={**SEGMENT_SCHEMA, "sid": pl.Int32})
+    # per step: path time by bound, by rank and bound, and by rank outside communication
+    per = (frame.group_by("sid", "rank", "bound").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
+           .sort("sid", "rank", "bound"))
+    for s_ in steps_out:
+        s_.update(bounds={}, bounds_by_rank={}, by_rank={}, path_ns=0)
+    for sid, rk, b, v in per.iter_rows():
+        s_ = steps_out[sid]
+        s_["bounds"][b] = s_["bounds"].get(b, 0) + v
+        s_["bounds_by_rank"].setdefault(rk, {})[b] = v
+        s_["path_ns"] += v
+        if b != "communication":
+            s_["by_rank"][rk] = s_["by_rank"].get(rk, 0) + v
+    return {"steps": steps_out, "segments": frame.drop("sid")}
 
 
 def path_segments(scope) -> pl.DataFrame:
