@@ -38,6 +38,13 @@ SAMPLE_RUNS = [
     ("fast_dataloader", ["fast_dataloader"], []),
     ("timer_sample", ["timer_sample.jsonl"], []),
     ("timer_stats", ["timer_sample_stats.txt"], []),
+    # real GPU traces (H200, torch 2.11; sample_traces/make_gpu_samples.py)
+    ("train_slow_loader", ["gpu/train_slow_loader"], []),
+    ("train_gpu_bound", ["gpu/train_gpu_bound"], []),
+    ("train_small_sync", ["gpu/train_small_sync"], []),
+    ("two_streams", ["gpu/two_streams"], []),
+    ("infer_cuda_graph", ["gpu/infer_cuda_graph"], []),
+    ("ddp_gloo_straggler", ["gpu/ddp_gloo_straggler"], []),
 ]
 SHARED_RUNS = [
     ("amd_mi250", ["kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"], []),
@@ -107,7 +114,7 @@ EXTRA = {
 }
 # HTML reports (the page is compared, its generation time left out)
 REPORTS = {
-    "samples": [["nsys_sample"], ["slow_dataloader", "fast_dataloader"], ["timer_sample"]],
+    "samples": [["nsys_sample"], ["slow_dataloader", "fast_dataloader"], ["timer_sample"], ["ddp_gloo_straggler"]],
     "shared": [["diff_control", "diff_test"], ["tb_resnet50"], ["trace_filter"], ["llama3"], ["cpu_only"]],
 }
 # Floats printed at full precision (JSON, CSV, the report's figure data) can differ in their

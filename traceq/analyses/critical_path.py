@@ -101,7 +101,7 @@ def headline(run: str, df: pl.DataFrame, steps: list, factors: dict, joined: boo
         for k, v in s["bounds"].items():
             agg[k] = agg.get(k, 0) + v
     tot = sum(agg.values()) or 1
-    top = sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    top = [kv for kv in sorted(agg.items(), key=lambda kv: (-kv[1], kv[0]))[:3] if kv[1] >= 0.0005 * tot]
     mean_ms = sum(s["span_ns"] for s in steps) / len(steps) / 1e6
     who = "ranks joined" if joined else (f"rank {steps[0]['rank']}" if len({s['rank'] for s in steps}) == 1
                                          else f"{len({s['rank'] for s in steps})} ranks")
@@ -111,7 +111,7 @@ def headline(run: str, df: pl.DataFrame, steps: list, factors: dict, joined: boo
         br = df["bounding_rank"].drop_nulls().mode().sort().to_list()
         wait = sum(s["wait_ns"] for s in steps) / len(steps) / 1e6
         if br:
-            text += f"; bounding rank {br[0]}, waiting for it {wait:,.3f} ms/step"
+            text += f"; bounding rank {br[0]}" + (f", others waiting for it {wait:,.3f} ms/step" if wait > 0 else "")
     if factors:
         pred = [s["predicted_ns"] for s in steps if s["predicted_ns"] is not None]
         if pred:
