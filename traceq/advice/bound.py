@@ -14,7 +14,7 @@ bound (PATH_OF_BOUND):
   launch        <-> launch
   cpu           <-> host; memory_management and warmup are host calls too (cpu, launch, sync)
   gpu, gpu_gap  <-> gpu
-The path is weighed only when its steps cover the GPU span (PATH_COVER_MIN..MAX of it; a
+The path is weighed only when its steps cover the GPU's time (PATH_COVER_MIN..MAX of it; a
 trace without steps is one step from its first to its last event, mostly host time around a
 short GPU span: not the span the shares are of). Then (`path_weighed`):
   (b) kernels on at least PATH_GPU_BOUND_PCT (60 %) of the path: the bound is `gpu`, whatever
@@ -69,6 +69,7 @@ class PathFacts:
     steps: int = 0
     span_ns: int = 0
     ns: dict = field(default_factory=dict)
+    gpu_extent_ns: int = 0     # Σ per rank of first GPU op start -> last GPU op end (all devices)
 
     def shares(self) -> dict[str, float]:
         """Each path bound's share of the path, % (every PATH_BOUNDS key)."""
@@ -86,9 +87,11 @@ class PathFacts:
                          if sh[b] >= 1.0)
 
     def weighed(self, gpu_span_ns: int) -> bool:
-        """Whether the verdict weighs this path: steps whose spans cover the GPU span."""
-        return bool(self.steps and sum(self.ns.values()) and gpu_span_ns
-                    and PATH_COVER_MIN <= self.span_ns / gpu_span_ns <= PATH_COVER_MAX)
+        """Whether the verdict weighs this path: steps whose spans cover the GPU's time (its
+        extent over all devices, else `gpu_span_ns`, the Σ per device)."""
+        base = self.gpu_extent_ns or gpu_span_ns
+        return bool(self.steps and sum(self.ns.values()) and base
+                    and PATH_COVER_MIN <= self.span_ns / base <= PATH_COVER_MAX)
 
 
 def merge_paths(parts) -> PathFacts | None:
@@ -100,7 +103,8 @@ def merge_paths(parts) -> PathFacts | None:
     for p in parts:
         for b, v in p.ns.items():
             ns[b] = ns.get(b, 0) + v
-    return PathFacts(sum(p.steps for p in parts), sum(p.span_ns for p in parts), ns)
+    return PathFacts(sum(p.steps for p in parts), sum(p.span_ns for p in parts), ns,
+                     sum(p.gpu_extent_ns for p in parts))
 
 
 def shares(facts) -> dict[str, float]:

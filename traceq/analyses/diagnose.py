@@ -157,11 +157,11 @@ def _path_words(facts, off: list[str]) -> str:
     s = "s" if path.steps != 1 else ""
     if not path.weighed(facts.span_ns):
         return (f"; critical path of {path.steps} step{s} not weighed (its steps span "
-                f"{100.0 * path.span_ns / facts.span_ns:,.0f} % of the GPU span)")
+                f"{100.0 * path.span_ns / (path.gpu_extent_ns or facts.span_ns):,.0f} % of the GPU's time)")
     ps = path.shares()
     words = f"; critical path of {path.steps} step{s}: {path.words()}"
     if ps["gpu"] >= PATH_GPU_BOUND_PCT:
-        return words + f" (kernels >= {PATH_GPU_BOUND_PCT:g} % of the path: GPU-bound, idle gaps are off the path)"
+        return words + f" (kernels >= {PATH_GPU_BOUND_PCT:g} % of the path: GPU-bound)"
     if off:
         words += (f"; off the path (< {PATH_OFF_PCT:g} % of it), GPU idle not counted: " + ", ".join(off))
     return words
