@@ -79,7 +79,11 @@ def test_diagnose_every_trace_gives_a_verdict_and_the_json(store, path):
     assert list(doc) == ["runs"] and doc["runs"]
     for r in doc["runs"]:
         assert list(r) == ["run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings",
-                           "also_seen"]
+                           "also_seen", "critical_path"]
+        # the critical path the verdict weighs (issue 34): null without one, else its shares add up
+        cp = r["critical_path"]
+        assert cp is None or (list(cp) == ["bound", "steps", "weighed", "shares"]
+                              and sum(cp["shares"].values()) == pytest.approx(100.0, abs=0.1))
         assert r["bound"] in BOUNDS and 0 <= r["bound_share_pct"] <= 100 and r["evidence"]
         # the findings of the bound's cost first (Fix first names what the verdict names), then
         # the rest by estimated gain

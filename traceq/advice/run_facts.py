@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..lazy import polars as pl
 
 from ..queries import install_macros, run_script
+from .bound import merge_paths
 
 # allocator calls that give memory back, and those that take it. A free that returns in
 # under FREE_MIN_NS gave nothing back: cudaFree(0)/cudaFree(nullptr) is the idiom that
@@ -80,6 +81,9 @@ class RunFacts:
                 "sized_ns": pl.Int64, "group_size": pl.Int64}))
     # the stall gaps with their start-up time carved out of the causes (`carve_warm`)
     gaps: pl.DataFrame | None = None
+    # the critical path of the scope's steps (traceq.advice.bound.PathFacts), set by
+    # traceq.engine.path_facts where one is computed; None: the verdict without a path
+    path: object | None = None
 
     def late_ns(self, column: str) -> int:
         """Idle time of `column` (a cause column of the gaps) in gaps the host was late for."""
@@ -185,7 +189,7 @@ def _sum_named(frames: list[pl.DataFrame], key: str, sums: tuple[str, ...], by: 
 
 def merge_facts(parts: list[RunFacts]) -> RunFacts:
     """The facts of several ranks: numbers summed, per-gap rows concatenated, named rows
-    summed per name."""
+    summed per name, their critical paths added up (advice.bound.merge_paths)."""
     if not parts:
         return RunFacts()
     f = RunFacts()
@@ -199,4 +203,5 @@ def merge_facts(parts: list[RunFacts]) -> RunFacts:
     f.comm_kernels = _sum_named([p.comm_kernels for p in parts], "name", ("n", "ns", "bytes", "sized", "sized_ns"),
                                 "ns", ("group_size",))
     f.ranges = _sum_named([p.ranges for p in parts], "range", ("idle_ns", "gaps", "instances"), "idle_ns")
+    f.path = merge_paths([p.path for p in parts])
     return f

@@ -26,15 +26,23 @@ the capture holds, or `unknown` when the ingest found the file cut (Kineto write
 events last: they may be missing); a truncation is named in
 the evidence of every verdict. `gpu_idle_pct` is summary's idle_pct of the rank (all idle
 time); the gaps >= --min-gap-us the causes are measured on are a part of it.
+
+The critical path weighs the verdict where the scope's steps have one (traceq.advice.bound's
+docstring: the mapping of path bounds to these, and the rule): kernels on >= 60 % of the path
+make it `gpu` whatever idle gaps the GPU has; GPU idle charged to a cost whose bound holds
+under 2 % of the path is off the path and not counted (fixing it does not shorten the step).
+`critical_path` (JSON) is the path's share per bound and its dominant bound, null without one.
 """
 from __future__ import annotations
 
 from ..advice import evidence_for, findings
 from ..advice.base import floor_words
-from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, bound_of, shares
+from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, PATH_BOUNDS, PATH_GPU_BOUND_PCT, PATH_OFF_PCT, \
+    bound_with_path, shares
 from ..advice.run_facts import run_facts
 from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT
 from ..engine import findings_cache
+from ..engine.path_facts import with_path
 from ..engine.per_rank import map_ranks, mapped
 from ..engine.scope import Scope, open_scope
 from ..engine.stall_attribution import DEFAULT_MIN_GAP_US, stalls_scoped
@@ -55,7 +63,22 @@ def schema() -> dict:
                          "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
     return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
             "evidence": pl.String, "gpu_idle_pct": pl.Float64, "findings": pl.List(finding),
-            "also_seen": pl.List(finding), "stepped": pl.Boolean}
+            "also_seen": pl.List(finding), "stepped": pl.Boolean, "critical_path": PATH_SCHEMA}
+
+
+# the critical path of a rank's steps: its dominant bound, steps, whether the verdict weighed it
+# (its steps cover the GPU span) and each bound's share of the path, %
+PATH_SCHEMA = pl.Struct({"bound": pl.String, "steps": pl.Int64, "weighed": pl.Boolean,
+                         "shares": pl.Struct({b: pl.Float64 for b in PATH_BOUNDS})})
+
+
+def path_row(facts) -> dict | None:
+    """The `critical_path` of a rank's RunFacts (PATH_SCHEMA), None without a path."""
+    path = getattr(facts, "path", None)
+    if path is None or facts is None:
+        return None
+    return {"bound": path.dominant(), "steps": path.steps, "weighed": path.weighed(facts.span_ns),
+            "shares": {b: round(v, 2) for b, v in path.shares().items()}}
 
 
 def _launch_words(st) -> str:
@@ -103,7 +126,7 @@ def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, s
         return _no_gpu(st, facts, truncated)
     sh = shares(facts)
     avoidable = sum(sh[b] for b in AVOIDABLE)
-    bound = bound_of(sh)
+    bound, off = bound_with_path(sh, facts)
     c = st.causes
     causes = ", ".join(f"{r['cause']} {r['idle_pct']:.1f} %" for r in c.sort("idle_ns", descending=True).iter_rows(named=True)
                        if r["idle_ns"])
@@ -116,12 +139,32 @@ def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, s
     ev = (", ".join(busy) + f"; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: {sh['idle']:.1f} %"
           + (f" ({causes})" if causes else "")
           + (f"; avoidable: {costs} = {avoidable:.1f} %" if costs else "; avoidable: none")
-          + (f" (< {GPU_BOUND_AVOIDABLE_PCT:g} %: GPU-bound)" if bound == "gpu" else "")
+          + (f" (< {GPU_BOUND_AVOIDABLE_PCT:g} %: GPU-bound)" if bound == "gpu" and avoidable < GPU_BOUND_AVOIDABLE_PCT
+             else "")
+          + _path_words(facts, off)
           + _queue_words(st, facts, sh)
           + _launch_words(st))
     if truncated is not None:
         ev += f"; the trace file was truncated ({truncated}): events after the cut are missing"
     return bound, sh[bound], ev
+
+
+def _path_words(facts, off: list[str]) -> str:
+    """What the critical path says of the verdict (traceq.advice.bound)."""
+    path = getattr(facts, "path", None)
+    if path is None:
+        return ""
+    s = "s" if path.steps != 1 else ""
+    if not path.weighed(facts.span_ns):
+        return (f"; critical path of {path.steps} step{s} not weighed (its steps span "
+                f"{100.0 * path.span_ns / (path.gpu_extent_ns or facts.span_ns):,.0f} % of the GPU's time)")
+    ps = path.shares()
+    words = f"; critical path of {path.steps} step{s}: {path.words()}"
+    if ps["gpu"] >= PATH_GPU_BOUND_PCT:
+        return words + f" (kernels >= {PATH_GPU_BOUND_PCT:g} % of the path: GPU-bound)"
+    if off:
+        words += (f"; off the path (< {PATH_OFF_PCT:g} % of it), GPU idle not counted: " + ", ".join(off))
+    return words
 
 
 def _queue_words(st, facts, sh: dict) -> str:
@@ -157,7 +200,7 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         verdict_row, fs = kept
     else:
         st = stalls_scoped(one, min_gap_us)
-        st.facts = run_facts(one, st)
+        st.facts = with_path(one, run_facts(one, st))
         bound, share, ev = verdict(st, st.facts, truncation(one))
         facts = evidence_for(one)
         fs = findings(one, st, facts)
@@ -165,7 +208,8 @@ def _diagnosed(one: Scope, min_gap_us: float) -> dict:
         if eff is not None:
             ev += "; " + efficiency_words(eff)
         verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped}
+                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped,
+                       "critical_path": path_row(st.facts)}
         findings_cache.save(one, key, fs, verdict_row)
     return {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
 
@@ -229,8 +273,18 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
 
 def headline(row: dict) -> str:
     idle = "" if row.get("gpu_idle_pct") is None else f"GPU idle {row['gpu_idle_pct']:.1f} % (summary); "
-    return (f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])} — "
-            f"{idle}{row['evidence']}")
+    return (f"run {row['run']} rank {row['rank']}: {bound_words(row['bound'], row['bound_share_pct'])}"
+            f"{_path_clause(row.get('critical_path'))} — {idle}{row['evidence']}")
+
+
+def _path_clause(cp: dict | None) -> str:
+    """"; critical path: data_loading 87.0 %, cpu 10.6 %": its two largest bounds (>= 1 %),
+    when the verdict weighed it."""
+    if not cp or not cp.get("weighed") or not cp.get("shares"):
+        return ""
+    sh = cp["shares"]
+    top = [f"{b} {sh[b]:.1f} %" for b in sorted(sh, key=lambda b: -(sh[b] or 0))[:2] if (sh[b] or 0) >= 1.0]
+    return f"; critical path: {', '.join(top)}" if top else ""
 
 
 def rank_part(scope: Scope, min_gap_us: float) -> dict:
@@ -247,12 +301,14 @@ def to_json(res: Result) -> dict:
     # the shape is an interface (issue 31): a gpu-bound rank's efficiency view is in its evidence;
     # its numbers as JSON are `traceq roofline -f json`'s "efficiency"
     return {"runs": res.df.drop("stepped").select(
-        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen").to_dicts()}
+        "run", "rank", "bound", "bound_share_pct", "evidence", "gpu_idle_pct", "findings", "also_seen",
+        "critical_path").to_dicts()}
 
 
 def csv_tables(res: Result) -> list:
     """One row per finding, the rank's verdict repeated."""
-    flat = (res.df.drop("stepped", "also_seen").rename({"evidence": "bound_evidence"}).explode("findings")
+    flat = (res.df.drop("stepped", "also_seen", "critical_path").rename({"evidence": "bound_evidence"})
+            .explode("findings")
             .with_columns(pl.col("findings").struct.unnest()).drop("findings"))
     return [(None, flat)]
 
@@ -306,6 +362,7 @@ def report_section(ctx) -> list:
     with ctx.guard(sec, "diagnose"):
         if getattr(st, "facts", None) is None:
             st.facts = run_facts(ctx.scope, st)
+        with_path(ctx.scope, st.facts)
         bound, share, evidence = verdict(st, st.facts, truncation(ctx.scope))
         rl = ctx.results.get("roofline")
         if bound == "gpu" and rl is not None and rl[1].flop:
@@ -331,7 +388,9 @@ ANALYSIS = Analysis(
          "is diagnosed one rank per task on the executor.\n\n"
          "JSON: {\"runs\": [{\"run\", \"rank\", \"bound\", \"bound_share_pct\", \"evidence\", \"gpu_idle_pct\", "
          "\"findings\": [{\"id\", \"category\", \"evidence\", \"gpu_ms\", \"est_gain_ms_per_step\", \"advice\"}], "
-         "\"also_seen\": [...]}]} (a gpu-bound rank's evidence ends with the efficiency view: MFU and the ops "
+         "\"also_seen\": [...], \"critical_path\": {\"bound\", \"steps\", \"weighed\", \"shares\": {bound: %}} or "
+         "null}]} (the critical path of the rank's steps weighs the verdict: kernels on >= 60 % of it make it gpu, "
+         "GPU idle of a cost under 2 % of it is not counted; a gpu-bound rank's evidence ends with the efficiency view: MFU and the ops "
          "furthest below their roofline, from traceq roofline); CSV: one row per finding, the rank's verdict repeated.",
     examples=("traceq diagnose --format json",),
     compute=compute,

@@ -22,11 +22,17 @@ def run_findings(scope, stalls=None) -> list:
     from . import findings_cache
     from .stall_attribution import stalls_scoped
 
+    from ..advice.run_facts import run_facts
+    from .path_facts import with_path
+
     key, fs = findings_cache.load(scope, stalls)
     if fs is not None:
         return fs
     if stalls is None:
         stalls = stalls_scoped(scope)
+    if getattr(stalls, "facts", None) is None:
+        stalls.facts = run_facts(scope, stalls)
+    with_path(scope, stalls.facts)   # the bound (its findings first) weighs the critical path, as diagnose's
     fs = findings(scope, stalls)
     findings_cache.save(scope, key, fs)
     return fs
@@ -45,7 +51,8 @@ def fix_first_line(fs, headline: str | None) -> str | None:
 def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None = None) -> dict:
     """What the run's findings need of one rank: its Stalls (at diagnose's default minimum
     gap unless given), per device its first op start and last op end, the host calls the
-    stall rules cite, its advice evidence parts and its RunFacts (traceq.advice.run_facts)."""
+    stall rules cite, its advice evidence parts and its RunFacts (traceq.advice.run_facts) with
+    its critical path (traceq.engine.path_facts)."""
     from ..advice.base import evidence_parts
     from ..advice.rules import HOST_CALLS
     from ..advice.rules.stall_facts import host_calls
@@ -55,7 +62,10 @@ def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None
 
     st, ends = rank_stalls(scope, DEFAULT_MIN_GAP_US if min_gap_us is None else min_gap_us, data_pattern)
     st.host_calls = {where: host_calls(scope, where) for where in HOST_CALLS}
-    return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope), "facts": run_facts(scope, st)}
+    from .path_facts import with_path
+
+    return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope),
+            "facts": with_path(scope, run_facts(scope, st))}
 
 
 def stalls_of_ranks(scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):

@@ -6,7 +6,7 @@ which keeps its verdict with them (traceq/analyses/diagnose.py).
 Where: `<store>/.cache/findings/<scope id>.json`, one file per run and scope (rank, --steps,
 --step-pattern, --skip-first), holding `{"key": ..., "findings": [...]}` and, once diagnose
 has run at its default minimum gap, `"verdict": {"bound", "bound_share_pct", "evidence",
-"stepped"}`.
+"gpu_idle_pct", "stepped", "critical_path"}` (the critical path's shares the verdict weighed).
 Key: what the findings are computed from. The traceq code (its version, and the size and
 modification time of every source file of the package), the run's manifest rows (each
 ingest writes files with new ingest ids, so a re-ingested run never matches an old key) and
@@ -123,7 +123,8 @@ def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list
         v = doc["verdict"]
         verdict = {"bound": str(v["bound"]), "bound_share_pct": float(v["bound_share_pct"]),
                    "evidence": str(v["evidence"]), "gpu_idle_pct": v.get("gpu_idle_pct"),
-                   "stepped": bool(v["stepped"])}
+                   "stepped": bool(v["stepped"]),
+                   "critical_path": v.get("critical_path")}
         return key, (verdict, _findings(doc))
     except (TypeError, KeyError, AttributeError, ValueError):
         return key, None

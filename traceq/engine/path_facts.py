@@ -1,0 +1,64 @@
+"""The critical path of a scope's steps as the data diagnose's verdict weighs
+(traceq.advice.bound.PathFacts): `run_paths` (traceq.engine.critical_path) per rank, its
+steps' bounds summed. Here, in the engine, because the advice does not import the engine:
+it receives the path as a field of the RunFacts (`with_path`).
+"""
+from __future__ import annotations
+
+
+def path_facts(scope):
+    """PathFacts of the scope (each rank's own path, steps and bound times summed over its
+    steps and ranks, the time its steps cover: `covered_ns`), or None when the scope has no step with a path. The verdict stands
+    without a path, so an error of the path's engine leaves it None."""
+    from ..advice.bound import PathFacts
+    from .critical_path import run_paths
+
+    try:
+        steps = run_paths(scope)["steps"]
+    except Exception:   # noqa: BLE001 - the path is extra evidence; diagnose never fails for it
+        return None
+    ns: dict = {}
+    for s in steps:
+        for b, v in (s.get("bounds") or {}).items():
+            ns[b] = ns.get(b, 0) + int(v)
+    if not steps or not sum(ns.values()):
+        return None
+    return PathFacts(len(steps), covered_ns(steps), ns, gpu_extent_ns(scope))
+
+
+def gpu_extent_ns(scope) -> int:
+    """Σ per rank of first GPU op start -> last GPU op end in the scope's window (all devices
+    together: the wall time the steps should cover); 0 when unknown."""
+    try:
+        df = scope.df("""SELECT g.rank, min(g.start_ns) AS lo, max(g.end_ns) AS hi
+                         FROM gpu_ops g JOIN scope_window w ON g.rank = w.rank
+                         WHERE g.run = $run AND (w.lo_ns IS NULL OR g.end_ns > w.lo_ns)
+                           AND (w.hi_ns IS NULL OR g.start_ns < w.hi_ns)
+                         GROUP BY g.rank""", {"run": scope.run})
+    except Exception:   # noqa: BLE001 - then the verdict compares with its own GPU span
+        return 0
+    return int(sum(max(0, (h or 0) - (lo or 0)) for lo, h in zip(df["lo"].to_list(), df["hi"].to_list())))
+
+
+def covered_ns(steps: list[dict]) -> int:
+    """The time the steps cover, per rank the union of [start, start + span] (a step's span runs
+    to the end of the GPU work it launched, so the steps of a GPU running behind overlap)."""
+    out = 0
+    for r in {s["rank"] for s in steps}:
+        iv = sorted((s["start_ns"], s["start_ns"] + s["span_ns"]) for s in steps if s["rank"] == r)
+        hi = None
+        for a, b in iv:
+            if hi is None or a > hi:
+                out += b - a
+                hi = b
+            elif b > hi:
+                out += b - hi
+                hi = b
+    return int(out)
+
+
+def with_path(scope, facts):
+    """`facts` (RunFacts) with the scope's path set, unless it has one; returns `facts`."""
+    if facts is not None and getattr(facts, "path", None) is None:
+        facts.path = path_facts(scope)
+    return facts
