@@ -11,6 +11,7 @@ import gzip
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from traceq import api
@@ -286,3 +287,16 @@ def test_gpu_bound_like_hta(gpu_store):
     assert all(max(x["bound_by_ns"].items(), key=lambda kv: kv[1])[0] == "gpu_compute_bound"
                for x in doc["steps"] if x["ok"] and x["cat"] == "user_annotation")
     assert set(_cp(gpu_store, "train_gpu_bound").df["bound"]) == {"gpu"}
+
+
+def test_real_ddp_gloo_straggler(gpu_store):
+    # rank 1 sleeps 20 ms in `slow_input` each step; rank 0 waits for it inside Gloo's
+    # collectives (gloo:broadcast / gloo:all_reduce regions on Gloo's threads while its main
+    # thread waits): rank 0's path is communication, rank 1's its own host work
+    res = _cp(gpu_store, "ddp_gloo_straggler")
+    for row in res.df.iter_rows(named=True):
+        assert row["path_ns"] == row["span_ns"]
+        assert row["bound"] == ("communication" if row["rank"] == 0 else "cpu"), row
+        assert row["bound_pct"] >= (70.0 if row["rank"] == 0 else 45.0)
+    ops = res.tables["ops"].filter(pl.col("name") == "slow_input")
+    assert ops["rank"].to_list() == [1] and ops["ns"][0] >= 4 * 20_000_000

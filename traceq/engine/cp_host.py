@@ -9,7 +9,9 @@ one op:
                engine/op_owner.nest, in numpy); nothing around it: the thread is idle
   merged       the main thread's owner where it runs an op; where the main thread only waits
                (idle, or inside a region with no op in it) the owner of another thread that
-               runs an op (the lowest thread id first); else the main thread's region, or idle
+               runs an op (the lowest thread id first), else of another thread inside a
+               collective's region (Gloo runs `gloo:broadcast` on its own threads while the
+               main thread waits for it); else the main thread's region, or idle
   main thread  the thread of the rank's step regions (ProfilerStep#N, ...) in that process, else
                the thread with the most ops
 
@@ -33,7 +35,9 @@ from ..lazy import polars as pl
 
 CLASSES = ("wait", "data_loading", "sync", "memcpy", "launch", "communication", "cpu")
 WAIT, DATA, SYNC, MEMCPY, LAUNCH, COMM, CPU = range(len(CLASSES))
-_OWNER_CLASS = {"sync": SYNC, "memcpy": MEMCPY, "launch": LAUNCH, "comm": COMM, "cpu": CPU, "region": CPU}
+_OWNER_CLASS = {"sync": SYNC, "memcpy": MEMCPY, "launch": LAUNCH, "comm": COMM, "cpu": CPU, "region": CPU,
+                "comm_region": COMM}
+_REGIONS = ("region", "comm_region")
 
 
 @dataclass
@@ -108,6 +112,27 @@ def thread_pieces(host: pl.DataFrame) -> pl.DataFrame:
     jj = np.clip(j, 0, None)
     hit &= (comb_sorted[jj] >> 32) == id_q
     owner = np.where(hit, row[st[order[jj]]], -1)
+    # calls that overlap without nesting (a sync call that outlives the region it began in)
+    # break the count: such a piece gets the open call of the thread that started last
+    tn = t_next[k]
+    bad = np.flatnonzero((owner >= 0) & ((s_all[np.clip(owner, 0, None)] > t[k]) | (e_all[np.clip(owner, 0, None)] < tn)))
+    if len(bad):
+        by_thr: dict = {}
+        for i in bad.tolist():
+            th_i = th[k[i]]
+            if th_i not in by_thr:
+                rr = rows[thr[rows] == th_i]
+                rr = rr[np.argsort(s_all[rr], kind="stable")]
+                by_thr[th_i] = (rr, s_all[rr])
+            rr, ss = by_thr[th_i]
+            j = int(np.searchsorted(ss, t[k[i]], side="right")) - 1
+            own = -1
+            while j >= 0:
+                if e_all[rr[j]] >= tn[i]:
+                    own = int(rr[j])
+                    break
+                j -= 1
+            owner[i] = own
     first = np.unique(thr, return_index=True)[1]
     keys = host.select("rank", "pid", "tid")[first.tolist()]
     kt = th[k]
@@ -131,6 +156,9 @@ def merge_process(seg: pl.DataFrame, main_tid: int, host_cls: np.ndarray,
     starts = bounds[:-1]
     owner = np.full(len(starts), -1, dtype=np.int64)
     chosen = np.zeros(len(starts), dtype=bool)    # an op (not a region, not idle) owns it
+    comm = np.full(len(starts), -1, dtype=np.int64)   # another thread's collective region
+    is_region = np.isin(host_cls, _REGIONS)
+    is_comm_region = host_cls == "comm_region"
     main_owner = None
     for tid in tids:
         t = seg.filter(pl.col("tid") == tid)
@@ -139,13 +167,17 @@ def merge_process(seg: pl.DataFrame, main_tid: int, host_cls: np.ndarray,
         j = np.searchsorted(s, starts, side="right") - 1
         ok = (j >= 0) & (starts < e[np.clip(j, 0, None)])
         ow = np.where(ok, o[np.clip(j, 0, None)], -1)
-        is_op = (ow >= 0) & (host_cls[np.clip(ow, 0, None)] != "region")
+        oc = np.clip(ow, 0, None)
+        is_op = (ow >= 0) & ~is_region[oc]
         if main_owner is None:
             main_owner = ow
+        else:
+            take_c = (ow >= 0) & is_comm_region[oc] & (comm < 0)
+            comm[take_c] = ow[take_c]
         take = is_op & ~chosen
         owner[take] = ow[take]
         chosen |= take
-    owner = np.where(chosen, owner, main_owner)
+    owner = np.where(chosen, owner, np.where(comm >= 0, comm, main_owner))
     return bounds, owner
 
 

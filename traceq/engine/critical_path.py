@@ -74,11 +74,14 @@ class Solver:
     def __init__(self, g: cp_graph.Graph) -> None:
         self.g = g
         self._busy: dict = {}
+        self._lists = None
         gp = g.gpu
         self.op_kind = gp["kind"].to_list()
+        self.op_kind_a = gp["kind"].to_numpy()
         self.op_cat = gp["category"].to_list()
         self.op_name = gp["name"].to_list()
         self.op_bound = [op_bound(k, c) for k, c in zip(self.op_kind, self.op_cat)]
+        self.op_bound_code = np.array([BOUNDS.index(b) for b in self.op_bound], dtype=np.int64)
         self.op_pid, self.op_dev, self.op_stream = gp["pid"].to_list(), gp["device"].to_list(), gp["stream"].to_list()
         self.host_name_s = g.host["name"]
         self.host_tid_a = g.host["tid"].to_numpy()
@@ -157,6 +160,29 @@ class Solver:
         return new, bind
 
     # ---- the walk back from a step's end
+    def walk_recorded(self, end_node: int, lo: float) -> list[tuple]:
+        """walk() on the recorded times and arrivals (plain lists: the loop is the cost)."""
+        if self._lists is None:
+            self._lists = (self.g.t.astype(np.float64).tolist(), self.bind.tolist(), self.g.src.tolist())
+        t, bind, src = self._lists
+        out = []
+        n = end_node
+        while True:
+            tn = t[n]
+            if tn <= lo:
+                break
+            e = bind[n]
+            if e < 0:
+                out.append((-1, n, lo, tn))
+                break
+            p = src[e]
+            tp = t[p]
+            out.append((e, n, tp if tp > lo else lo, tn))
+            if tp <= lo:
+                break
+            n = p
+        return out
+
     def walk(self, end_node: int, lo: float, time_of, bind_of) -> list[tuple]:
         """[(edge or -1, node, t0, t1)] from the step's end back to lo, latest first."""
         g = self.g
@@ -235,7 +261,7 @@ def segments_of(solver: Solver, path: list[tuple], step: int) -> pl.DataFrame:
             seg.update(bound=solver.op_bound[ref], kind="gpu", name=solver.op_name[ref])
             out.append(seg)
         else:
-            seg.update(bound=EDGE_BOUND[k], kind="edge", name=EDGE_NAMES[k])
+            seg.update(bound=edge_bound(solver, k, ref), kind="edge", name=EDGE_NAMES[k])
             if k == GAP:
                 out.extend(split_busy(solver.busy(r, seg["device"]), seg))
             else:
@@ -355,13 +381,98 @@ def what_if_bounds(solver: Solver, path: list[tuple], w: np.ndarray, factors: di
             else:
                 out["cpu"] = out.get("cpu", 0.0) + length
             continue
-        b = solver.op_bound[int(g.ref[e])] if k in (RUN, XRANK) else EDGE_BOUND[k]
+        b = solver.op_bound[int(g.ref[e])] if k in (RUN, XRANK) else edge_bound(solver, k, int(g.ref[e]))
         out[b] = out.get(b, 0.0) + length
     return out
 
 
+def edge_bound(solver: Solver, k: int, ref: int) -> str:
+    """The bound of a delay edge: a copy's or memset's launch delay is the copy's (a pageable
+    or blocking copy stages the data on the host before the GPU op runs)."""
+    if k == LAUNCH and solver.op_kind[ref] in ("memcpy", "memset"):
+        return "memcpy"
+    return EDGE_BOUND[k]
+
+
+def covered(busy: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time inside the sorted disjoint intervals `busy` (n, 2) before each t."""
+    if not len(busy):
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(busy[:, 1] - busy[:, 0])]
+    j = np.searchsorted(busy[:, 0], t, side="right") - 1
+    jj = np.clip(j, 0, None)
+    part = np.clip(t - busy[jj, 0], 0, busy[jj, 1] - busy[jj, 0])
+    return np.where(j >= 0, cum[jj] + part, 0)
+
+
+def path_bounds(solver: Solver, path: list[tuple]) -> dict:
+    """{rank: {bound: ns}} of a recorded path without its segments (what diagnose weighs):
+    host stretches by their timeline's class integrals, stream gaps cut by the device's busy
+    time, as segments_of cuts them."""
+    g = solver.g
+    out: dict = {}
+    if not path:
+        return out
+    e = np.fromiter((x[0] for x in path), dtype=np.int64, count=len(path))
+    n = np.fromiter((x[1] for x in path), dtype=np.int64, count=len(path))
+    t0 = np.fromiter((x[2] for x in path), dtype=np.float64, count=len(path))
+    t1 = np.fromiter((x[3] for x in path), dtype=np.float64, count=len(path))
+    r = g.node_rank[n]
+    off = np.array([g.offsets.get(int(x), 0) - g.t0 for x in r.tolist()], dtype=np.int64)
+    a_ = np.round(t0).astype(np.int64) - off
+    b_ = np.round(t1).astype(np.int64) - off
+    ln = b_ - a_
+    kind = np.where(e >= 0, g.kind[np.clip(e, 0, None)], -1)
+    ref = np.where(e >= 0, g.ref[np.clip(e, 0, None)], -1)
+    code = {b: i for i, b in enumerate(BOUNDS)}
+    acc: dict = {}
+
+    def add(rr, bb, vv):
+        for x, y, v in zip(rr.tolist(), bb.tolist(), vv.tolist()):
+            if v > 0:
+                acc[(x, y)] = acc.get((x, y), 0) + v
+
+    m = kind < 0
+    add(r[m], np.where(g.node_type[n[m]] == cp_graph.HOST, code["cpu"], code["gpu_gap"]), ln[m])
+    m = (kind == RUN) | (kind == XRANK)
+    add(r[m], solver.op_bound_code[ref[m]], ln[m])
+    m = kind == LAUNCH
+    add(r[m], np.where(np.isin(solver.op_kind_a[ref[m]], ("memcpy", "memset")), code["memcpy"], code["launch"]), ln[m])
+    for k in (XSTREAM, SYNC):
+        m = kind == k
+        add(r[m], np.full(int(m.sum()), code[EDGE_BOUND[k]]), ln[m])
+    gi = np.flatnonzero(kind == GAP)
+    if len(gi):
+        dev = np.array([solver.op_dev[int(x)] if solver.op_dev[int(x)] is not None else -1 for x in ref[gi].tolist()])
+        for rk, d in set(zip(r[gi].tolist(), dev.tolist())):
+            sel = gi[(r[gi] == rk) & (dev == d)]
+            busy = solver.busy(rk, None if d == -1 else d)
+            inside = covered(busy, b_[sel]) - covered(busy, a_[sel])
+            add(r[sel], np.full(len(sel), code["gpu"]), inside)
+            add(r[sel], np.full(len(sel), code["gpu_gap"]), ln[sel] - inside)
+    m = np.flatnonzero(kind == CHAIN)
+    if len(m):
+        keys = [g.chain_tl[int(x)] for x in ref[m].tolist()]
+        groups: dict = {}
+        for j, key in zip(m.tolist(), keys):
+            groups.setdefault(key, []).append(j)
+        cls_code = np.array([code[cp_graph.CLASS_BOUND[c]] for c in cp_host.CLASSES])
+        for (rk, pid), idx in groups.items():
+            idx = np.array(idx)
+            tl = g.timelines.get((rk, pid))
+            if tl is None:
+                add(np.array([rk]), np.array([code["cpu"]]), np.array([int(ln[idx].sum())]))
+                continue
+            vec = (tl.integral(b_[idx]) - tl.integral(a_[idx])).sum(axis=0)
+            add(np.full(len(vec), rk), cls_code, vec)
+            add(np.array([rk]), np.array([code["cpu"]]), np.array([int(ln[idx].sum() - vec.sum())]))
+    for (x, y), v in acc.items():
+        out.setdefault(x, {})[BOUNDS[y]] = out.setdefault(x, {}).get(BOUNDS[y], 0) + int(v)
+    return out
+
+
 def solve_step(solver: Solver, ranks_steps: list[tuple], step: int, factors: dict | None = None,
-               w: np.ndarray | None = None) -> dict:
+               w: np.ndarray | None = None, detail: bool = True) -> dict:
     """One step (on one rank, or on several joined): its span, path, segments, bounds, and
     with factors the predicted span and the re-timed path's bounds."""
     g = solver.g
@@ -372,9 +483,12 @@ def solve_step(solver: Solver, ranks_steps: list[tuple], step: int, factors: dic
     if not cands or end <= lo:
         return out
     end_node = max(cands, key=lambda c: (g.t[c], c))
-    path = solver.walk(end_node, lo, lambda n: float(g.t[n]), lambda n: int(solver.bind[n]))
+    path = solver.walk_recorded(end_node, lo)
     out["span_ns"] = int(round(end - lo))
-    out["segments"] = segments_of(solver, path, step)
+    if detail:
+        out["segments"] = segments_of(solver, path, step)
+    else:
+        out["bounds_by_rank"] = path_bounds(solver, path)
     out["wait_ns"] = cross_rank_wait(solver, path)
     if factors:
         a = int(np.searchsorted(g.t, lo, side="right"))
@@ -404,11 +518,13 @@ def cross_rank_wait(solver: Solver, path: list[tuple]) -> float:
     return wait
 
 
-def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pattern: str | None = None) -> dict:
+def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pattern: str | None = None,
+              detail: bool = True) -> dict:
     """Every step of the scope: {"steps": [per-step dicts], "segments": frame (SEGMENT_SCHEMA)}.
     A step dict: rank (None when joined), step, start_ns (rank clock; joined: the common clock of
     the run's first rank), span_ns, path_ns, predicted_ns, wait_ns, bounds {bound: ns},
-    what_if {bound: ns}."""
+    bounds_by_rank {rank: {bound: ns}}, by_rank {rank: ns outside communication}, what_if
+    {bound: ns}. `detail=False`: the bounds without the segments (an empty frame), faster."""
     from .cp_load import graphs
 
     factors = factors or {}
@@ -423,13 +539,15 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
             groups = [(int(s), [(r, p, a, b)]) for r, s, a, b, p in
                       st.select("rank", "step", "start_ns", "end_ns", "pid").iter_rows()]
         for step, rs in groups:
-            res = solve_step(solver, rs, step, factors, w)
+            res = solve_step(solver, rs, step, factors, w, detail)
             steps_out.append({
                 "rank": None if joined else rs[0][0], "step": step,
                 "start_ns": int(round(res["lo"])) + g.t0 - (0 if joined else g.offsets.get(rs[0][0], 0)),
                 "span_ns": res["span_ns"], "predicted_ns": res["predicted_ns"],
-                "wait_ns": int(round(res["wait_ns"])), "what_if": res["what_if"]})
-            segs.append(res["segments"].with_columns(sid=pl.lit(len(steps_out) - 1, pl.Int32)))
+                "wait_ns": int(round(res["wait_ns"])), "what_if": res["what_if"],
+                "fast": res.get("bounds_by_rank")})
+            if detail:
+                segs.append(res["segments"].with_columns(sid=pl.lit(len(steps_out) - 1, pl.Int32)))
     frame = pl.concat(segs, how="vertical_relaxed") if segs else \
         pl.DataFrame(schema={**SEGMENT_SCHEMA, "sid": pl.Int32})
     # per step: path time by bound, by rank and bound, and by rank outside communication
@@ -437,13 +555,18 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
            .sort("sid", "rank", "bound"))
     for s_ in steps_out:
         s_.update(bounds={}, bounds_by_rank={}, by_rank={}, path_ns=0)
-    for sid, rk, b, v in per.iter_rows():
+    rows = per.iter_rows() if detail else [
+        (sid, rk, b, v) for sid, s_ in enumerate(steps_out) for rk, d in sorted((s_.pop("fast") or {}).items())
+        for b, v in sorted(d.items())]
+    for sid, rk, b, v in rows:
         s_ = steps_out[sid]
         s_["bounds"][b] = s_["bounds"].get(b, 0) + v
         s_["bounds_by_rank"].setdefault(rk, {})[b] = v
         s_["path_ns"] += v
         if b != "communication":
             s_["by_rank"][rk] = s_["by_rank"].get(rk, 0) + v
+    for s_ in steps_out:
+        s_.pop("fast", None)
     return {"steps": steps_out, "segments": frame.drop("sid")}
 
 

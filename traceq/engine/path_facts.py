@@ -6,6 +6,13 @@ it receives the path as a field of the RunFacts (`with_path`).
 from __future__ import annotations
 
 
+# The verdict weighs the path of scopes up to this many host and GPU ops: the path costs about
+# 3 µs an op (the 8x replica's 600,000: ~2 s, more than the rest of diagnose), and the findings
+# of every analysis's "Fix first" line pay it. Above it the verdict is the rule without a path,
+# and `traceq critical-path` gives the path.
+MAX_EVENTS = 300_000
+
+
 def path_facts(scope):
     """PathFacts of the scope (each rank's own path, steps and bound times summed over its
     steps and ranks, the time its steps cover: `covered_ns`), or None when the scope has no step with a path. The verdict stands
@@ -14,7 +21,12 @@ def path_facts(scope):
     from .critical_path import run_paths
 
     try:
-        steps = run_paths(scope)["steps"]
+        n = scope.df("""SELECT (SELECT count(*) FROM host_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
+                             + (SELECT count(*) FROM gpu_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
+                             AS n""", {"run": scope.run})["n"][0]
+        if n > MAX_EVENTS:
+            return None
+        steps = run_paths(scope, detail=False)["steps"]
     except Exception:   # noqa: BLE001 - the path is extra evidence; diagnose never fails for it
         return None
     ns: dict = {}

@@ -13,7 +13,9 @@
 --   cpu       anything else: framework ops, Python functions, and the other runtime calls
 --             (cudaMalloc/cudaFree, event and stream calls, cudaGetDevice, ...)
 -- and the regions of the host (not GPU-side spans) as calls of class `region`: user
--- annotations and steps nest the ops, and are what the path shows where no op is inside.
+-- annotations and steps nest the ops, and are what the path shows where no op is inside;
+-- a region named as a collective (is_communication_name: `gloo:broadcast`, `nccl:all_reduce`)
+-- is of class `comm_region`.
 --
 -- Parameters: $run (text). Requires scope_window and the host-API macros.
 --
@@ -21,7 +23,7 @@
 --   rank, pid, tid     where it ran
 --   start_ns, end_ns   the call, ns
 --   name               the op's name
---   cls                sync | memcpy | launch | comm | cpu | region
+--   cls                sync | memcpy | launch | comm | cpu | region | comm_region
 SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, h.name,
        CASE WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND host_is_sync(h.kind, h.name) THEN 'sync'
             WHEN host_is_blocking_copy(h.kind, h.name) THEN 'memcpy'
@@ -33,7 +35,8 @@ FROM host_ops h
 WHERE h.run = $run AND h.rank IN (SELECT rank FROM scope_window) AND h.kind <> 'graph_op'
   AND h.end_ns >= h.start_ns
 UNION ALL
-SELECT r.rank, r.pid, r.tid, r.start_ns, r.end_ns, r.name, 'region' AS cls
+SELECT r.rank, r.pid, r.tid, r.start_ns, r.end_ns, r.name,
+       CASE WHEN is_communication_name(r.name) THEN 'comm_region' ELSE 'region' END AS cls
 FROM regions r
 WHERE r.run = $run AND r.rank IN (SELECT rank FROM scope_window)
   AND coalesce(r.domain, '') <> 'gpu' AND r.tid IS NOT NULL AND r.end_ns >= r.start_ns

@@ -11,8 +11,9 @@ name with the API version suffix stripped. CUDA runtime (`cuda*`), driver (`cu*`
 from __future__ import annotations
 
 # CPU-side collective calls: NCCL/RCCL entry points, c10d and ProcessGroup ops, PyTorch's
-# record_param_comms, and the collective names themselves
-COMMUNICATION = (r"(?i)^nccl|^rccl|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather"
+# record_param_comms, Gloo's collectives (PyTorch's `gloo:broadcast`, `gloo:all_reduce`, ...
+# annotations on Gloo's threads), and the collective names themselves
+COMMUNICATION = (r"(?i)^nccl|^rccl|^gloo:|c10d::|processgroup|record_param_comms|all_?reduce|all_?gather"
                  r"|reduce_?scatter|all_?to_?all"
                  # MPI's point-to-point and collective calls (not MPI_Init/Finalize: start-up)
                  r"|^p?mpi_(send|recv|isend|irecv|sendrecv|wait|waitall|waitany|test|barrier|bcast|reduce|allreduce"
