@@ -90,7 +90,14 @@ def thread_pieces(host: pl.DataFrame) -> pl.DataFrame:
     kind = np.r_[np.ones(n, dtype=np.int8), np.zeros(n, dtype=np.int8)]
     tie = np.r_[-(e_all[rows] - s_all[rows]), np.zeros(n, dtype=np.int64)]
     row = np.r_[rows, rows]
-    o = np.lexsort((tie, kind, t, th))
+    # one int64 key (thread, time, kind) when it fits, else a lexsort; ties: the longer call first
+    t_rel = t - t.min()
+    if th.max() < (1 << 14) and t_rel.max() < (1 << 47):
+        o1 = np.argsort(tie, kind="stable")
+        key = (th[o1] << 48) | (t_rel[o1] << 1) | kind[o1].astype(np.int64)
+        o = o1[np.argsort(key, kind="stable")]
+    else:
+        o = np.lexsort((tie, kind, t, th))
     th, t, kind, row = th[o], t[o], kind[o], row[o]
     depth = np.cumsum(np.where(kind == 1, 1, -1))
     # pieces: after each boundary, to the next boundary of the same thread (when later)
