@@ -111,6 +111,22 @@ def test_gpu_bound_and_what_if(tmp_path):
     assert _cp(s, "gpu", what_if=("gemm=1",)).df["predicted_step_ns"][0] == 200 * US
 
 
+def test_op_of_no_duration(tmp_path):
+    # old traces write whole µs: a kernel of 0 µs [30, 30] between two others on its stream.
+    # Its end follows its start; the path runs through it: the host [0, 5], launch delays,
+    # k1 [10, 30] (gpu 20), k0 (0), k2 [30, 60] (gpu 30)... back from k2's end at 60: k2 30,
+    # the stream gap 0, k0 0, the gap 0, k1 20, k1's launch delay [5, 10] (5), the host [0, 5]
+    t = Trace()
+    t.step(1, 0, 40)
+    t.launch("volta_sgemm_128x64_nn", 5, 1, 10, 20)
+    t.launch("elementwise_kernel", 6, 1, 30, 0)
+    t.launch("volta_sgemm_128x64_nn", 7, 1, 30, 30)
+    s = _ingest(tmp_path, "zero", {"r.json.gz": t})
+    res = _cp(s, "zero")
+    assert res.df["span_ns"][0] == res.df["path_ns"][0] == 60 * US
+    assert _bounds(res) == {"gpu": 50 * US, "launch": 5 * US, "cpu": 5 * US}
+
+
 def test_sync_bound(tmp_path):
     # step [0, 300]: launch [10, 15] of a gemm [20, 220]; cudaDeviceSynchronize [30, 225]
     # returns 5 after the kernel; an op [230, 290]. Path back from 300: [225, 300] host (cpu 75),
@@ -279,6 +295,9 @@ def test_against_hta(tmp_path, ref, rel, pattern):
         assert r["start_ns"] <= h["path_start_ns"] and h["path_end_ns"] <= r["start_ns"] + r["span_ns"]
         top = max(h["bound_by_ns"].items(), key=lambda kv: kv[1])[0]
         assert r["bound"] == HTA_BOUND[top]
+    # re-timing with no change gives the recorded steps back, to the ns
+    same = _cp(s, run, what_if=("gpu=1",), **({"step_pattern": pattern} if pattern else {}))
+    assert same.df["predicted_step_ns"].to_list() == res.df["span_ns"].to_list()
 
 
 def test_gpu_bound_like_hta(gpu_store):

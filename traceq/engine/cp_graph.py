@@ -14,7 +14,8 @@ Edges (node <- predecessor, and the weight the what-if re-times):
   gap      GPU start <- the end of the op before it on its stream: the stream's gap
   xstream  GPU start <- the end of an op on another stream of the device that ended after both
            of the above, in a rank that waits on events across streams (cudaStreamWaitEvent,
-           hipStreamWaitEvent): the cross-stream wait
+           hipStreamWaitEvent), or for a kernel replayed from a graph (a graph orders its
+           streams inside it): the cross-stream wait
   sync     blocking call's end <- the end of the last GPU op of its process that ended inside
            the call: what it waited for
   xrank    (ranks joined) a collective kernel's end <- the start of the same collective
@@ -125,8 +126,9 @@ def build(host: pl.DataFrame, gpu: pl.DataFrame, steps: pl.DataFrame, main_threa
     off = np.array([offsets.get(r, 0) for r in range(max([*offsets, 0]) + 1)], dtype=np.int64)
 
     # host points, per process
-    g_rank, g_pid = gpu["rank"].to_numpy(), gpu["pid"].to_numpy()
-    call_t = gpu["call_start_ns"].to_numpy()
+    # (a column with nulls comes out of polars as float64: fill them, times must stay int64)
+    g_rank, g_pid = gpu["rank"].to_numpy(), gpu["pid"].fill_null(-1).to_numpy()
+    call_t = gpu["call_start_ns"].fill_null(0).to_numpy()
     has_call = ~gpu["call_start_ns"].is_null().to_numpy()
     pts = [pl.DataFrame({"rank": g_rank[has_call], "pid": g_pid[has_call], "t": call_t[has_call]})]
     hrow = host.with_row_index("row")
@@ -142,14 +144,20 @@ def build(host: pl.DataFrame, gpu: pl.DataFrame, steps: pl.DataFrame, main_threa
     n_pts, n_gpu = points.height, gpu.height
 
     # nodes: host points, GPU starts, GPU ends; sorted by common time (GPU ends before host
-    # points at an instant, host points before GPU starts: a launch precedes its kernel)
+    # points at an instant, host points before GPU starts: a launch precedes its kernel; the
+    # end of an op of no duration after its start)
     t_all = np.concatenate([p_t + off[p_rank], gpu["start_ns"].to_numpy() + off[g_rank],
                             gpu["end_ns"].to_numpy() + off[g_rank]]).astype(np.int64)
     typ = np.concatenate([np.full(n_pts, HOST), np.full(n_gpu, GPU_START), np.full(n_gpu, GPU_END)]).astype(np.int8)
     prio = np.choose(typ, [1, 2, 0])
+    # the end of an op of no duration goes with the starts, right after its own start (ops in
+    # stream order: a start at 2i, an end at 2i + 1)
+    zero = (gpu["end_ns"] == gpu["start_ns"]).to_numpy()
+    prio[n_pts + n_gpu:][zero] = 2
     ref = np.concatenate([np.arange(n_pts), np.arange(n_gpu), np.arange(n_gpu)]).astype(np.int64)
+    tie = np.concatenate([np.arange(n_pts), 2 * np.arange(n_gpu), 2 * np.arange(n_gpu) + 1]).astype(np.int64)
     rank_all = np.concatenate([p_rank, g_rank, g_rank]).astype(np.int32)
-    order = np.lexsort((ref, prio, t_all))
+    order = np.lexsort((tie, prio, t_all))
     node_of = np.empty(len(order), dtype=np.int64)
     node_of[order] = np.arange(len(order))
     pt_node, gs_node, ge_node = node_of[:n_pts], node_of[n_pts:n_pts + n_gpu], node_of[n_pts + n_gpu:]
@@ -215,10 +223,14 @@ def build(host: pl.DataFrame, gpu: pl.DataFrame, steps: pl.DataFrame, main_threa
     # cross-stream waits: the latest end on another stream of the device after both others
     X = np.full(n_gpu, MIN, dtype=np.int64)
     X_src = np.full(n_gpu, -1, dtype=np.int64)
-    if stream_waits:
+    graph_op = gpu["graph"].fill_null(False).to_numpy()
+    if stream_waits or graph_op.any():
         arrive = np.maximum(P, L)
         for (r, d), grp in gpu.with_row_index("row").group_by(["rank", "device"]):
-            if r not in stream_waits:
+            # kernels replayed from a graph wait across streams inside the graph, where the
+            # host records no stream-wait call
+            every = r in (stream_waits or ())
+            if not every and not graph_op[grp["row"].to_numpy()].any():
                 continue
             rows_ = grp["row"].to_numpy()
             strm = grp["stream"].fill_null(-1).to_numpy()
@@ -229,7 +241,7 @@ def build(host: pl.DataFrame, gpu: pl.DataFrame, steps: pl.DataFrame, main_threa
                 ends_, src_ = g_e[on][o], on[o]
                 j = np.searchsorted(ends_, starts_, side="right") - 1
                 cand = np.where(j >= 0, ends_[np.clip(j, 0, None)], MIN)
-                better = (strm != sv) & (cand > X[rows_]) & (cand > arrive[rows_])
+                better = (strm != sv) & (cand > X[rows_]) & (cand > arrive[rows_]) & (every | graph_op[rows_])
                 X[rows_[better]] = cand[better]
                 X_src[rows_[better]] = src_[np.clip(j, 0, None)][better]
     latest = np.maximum(np.maximum(P, L), X)

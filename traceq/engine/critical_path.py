@@ -210,7 +210,7 @@ def end_of_step(g: cp_graph.Graph, ranks_steps: list[tuple]) -> tuple[list[int],
     point at the step's end and the ends of the GPU ops launched inside the step."""
     cands, end = [], -np.inf
     gp = g.gpu
-    call = gp["call_start_ns"].to_numpy()
+    call = gp["call_start_ns"].fill_null(0).to_numpy()
     has = ~gp["call_start_ns"].is_null().to_numpy()
     start = gp["start_ns"].to_numpy()
     rank = gp["rank"].to_numpy()
