@@ -319,3 +319,46 @@ def test_real_ddp_gloo_straggler(gpu_store):
         assert row["bound_pct"] >= (70.0 if row["rank"] == 0 else 45.0)
     ops = res.tables["ops"].filter(pl.col("name") == "slow_input")
     assert ops["rank"].to_list() == [1] and ops["ns"][0] >= 4 * 20_000_000
+
+
+def _hta_steps(ref: str) -> list[dict]:
+    doc = json.loads((HTA_REF / f"{ref}.json").read_text())
+    return [x for x in doc["steps"] if x["ok"] and x["cat"] == "user_annotation" and x["bound_by_ns"]]
+
+
+def _match_hta(res, hta: list[dict]) -> None:
+    """Each HTA step against ours (the step starting within 1 µs: HTA rounds to whole µs): its
+    path lies inside our span and is no longer, and its dominant bound is ours."""
+    rows = res.df.to_dicts()
+    for h in hta:
+        r = min(rows, key=lambda x: abs(x["start_ns"] - h["start_ns"]))
+        assert abs(r["start_ns"] - h["start_ns"]) <= 1000
+        assert h["path_ns"] <= r["path_ns"] == r["span_ns"]
+        assert r["start_ns"] - 1000 <= h["path_start_ns"] and h["path_end_ns"] <= r["start_ns"] + r["span_ns"] + 1000
+        top = max(h["bound_by_ns"].items(), key=lambda kv: kv[1])[0]
+        assert r["bound"] == HTA_BOUND[top], (h["name"], h["bound_by_ns"], r)
+
+
+@pytest.mark.parametrize("ref, run", [
+    ("gpu_train_slow_loader_dl", "train_slow_loader"),   # HTA told data_load_events=["DataLoader"]
+    ("gpu_train_gpu_bound", "train_gpu_bound"),
+    ("gpu_train_small_sync", "train_small_sync"),
+])
+def test_real_gpu_samples_like_hta(gpu_store, ref, run):
+    # where HTA and traceq disagree on these samples, HTA cannot see the dependency: two_streams
+    # (no cuda_sync events in torch 2.11 traces: its cross-stream waits are "kernel-kernel
+    # overhead"), infer_cuda_graph (gaps inside graph replays), ddp_gloo_straggler (Gloo's
+    # collectives are user annotations, which HTA's graph leaves out); docs/critical_path.md
+    _match_hta(_cp(gpu_store, run), _hta_steps(ref))
+
+
+@pytest.mark.parametrize("ref, rel", [
+    ("tl_h100_bert", "kineto/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"),
+    ("tl_h100_falcon", "kineto/tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz"),
+    ("tl_mi300_bert", "kineto/tracelens/mi300/gaunernst_bert-small-uncased__1016001.json.gz"),
+    ("tl_mi300_falcon", "kineto/tracelens/mi300/Falconsai_nsfw_image_detection__1016002.json.gz"),
+])
+def test_tracelens_traces_like_hta(tmp_path, ref, rel):
+    s = api.open_store(tmp_path / "s")
+    s.ingest([shared_trace(rel)])
+    _match_hta(_cp(s, s.runs()["run"][0]), _hta_steps(ref))
