@@ -82,6 +82,8 @@ class Solver:
         self.op_name = gp["name"].to_list()
         self.op_bound = [op_bound(k, c) for k, c in zip(self.op_kind, self.op_cat)]
         self.op_bound_code = np.array([BOUNDS.index(b) for b in self.op_bound], dtype=np.int64)
+        self.op_bound_s = np.array(self.op_bound, dtype=object)
+        self.op_frame = gp.select("name", "category", "pid", "device", "stream")
         self.op_pid, self.op_dev, self.op_stream = gp["pid"].to_list(), gp["device"].to_list(), gp["stream"].to_list()
         self.host_name_s = g.host["name"]
         self.host_tid_a = g.host["tid"].to_numpy()
@@ -102,15 +104,17 @@ class Solver:
         """(n, 2) the union of the GPU ops of (rank, device), rank clock."""
         key = (rank, device)
         if key not in self._busy:
-            gp = self.g.gpu.filter((pl.col("rank") == rank) & (pl.col("device") == device)).sort("start_ns")
+            dev = pl.col("device").is_null() if device is None else pl.col("device") == device
+            gp = self.g.gpu.filter((pl.col("rank") == rank) & dev).sort("start_ns")
             s_, e_ = gp["start_ns"].to_numpy(), gp["end_ns"].to_numpy()
-            iv = []
-            for a, b in zip(s_.tolist(), e_.tolist()):
-                if iv and a <= iv[-1][1]:
-                    iv[-1][1] = max(iv[-1][1], b)
-                else:
-                    iv.append([a, b])
-            self._busy[key] = np.array(iv, dtype=np.int64).reshape(-1, 2)
+            if len(s_):
+                reach = np.maximum.accumulate(e_)
+                new = np.r_[True, s_[1:] > reach[:-1]]
+                first = np.flatnonzero(new)
+                last = np.r_[first[1:], len(s_)] - 1
+                self._busy[key] = np.stack([s_[first], reach[last]], axis=1).astype(np.int64)
+            else:
+                self._busy[key] = np.zeros((0, 2), dtype=np.int64)
         return self._busy[key]
 
     # ---- weights under factors
@@ -233,40 +237,58 @@ def segments_of(solver: Solver, path: list[tuple], step: int) -> pl.DataFrame:
     """The path's edges as segments (rank's own clock), in time order; host stretches in the
     pieces of their process's timeline (cp_host), untraced time between pieces as such."""
     g = solver.g
+    if not path:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    m = len(path)
+    e = np.fromiter((x[0] for x in path), dtype=np.int64, count=m)
+    n = np.fromiter((x[1] for x in path), dtype=np.int64, count=m)
+    t0 = np.fromiter((x[2] for x in path), dtype=np.float64, count=m)
+    t1 = np.fromiter((x[3] for x in path), dtype=np.float64, count=m)
+    r = g.node_rank[n].astype(np.int64)
+    off = np.array([g.offsets.get(int(x), 0) - g.t0 for x in r.tolist()], dtype=np.int64)
+    a_ = np.round(t0).astype(np.int64) - off
+    b_ = np.round(t1).astype(np.int64) - off
+    kind = np.where(e >= 0, g.kind[np.clip(e, 0, None)], -1)
+    ref = np.where(e >= 0, g.ref[np.clip(e, 0, None)], -1)
+    frames = []
+    # GPU ops running, launch delays, cross-stream waits: columns from the ops
+    for ks, kind_name, named in (((RUN, XRANK), "gpu", True), ((LAUNCH, XSTREAM), "edge", False)):
+        sel = np.flatnonzero(np.isin(kind, ks))
+        if not len(sel):
+            continue
+        rows = ref[sel]
+        gp = solver.op_frame[rows.tolist()]
+        if named:
+            bound, name = solver.op_bound_s[rows], gp["name"]
+        else:
+            bound = np.array([edge_bound(solver, int(k), int(x)) for k, x in zip(kind[sel], rows)], dtype=object)
+            name = np.array([EDGE_NAMES[int(k)] for k in kind[sel]], dtype=object)
+        frames.append(pl.DataFrame({
+            "rank": r[sel].astype(np.int32), "step": np.full(len(sel), step, dtype=np.int64),
+            "start_ns": a_[sel], "end_ns": b_[sel], "bound": bound, "kind": np.full(len(sel), kind_name, dtype=object),
+            "name": name, "category": gp["category"], "pid": gp["pid"], "tid": [None] * len(sel),
+            "device": gp["device"], "stream": gp["stream"]}, schema=SEGMENT_SCHEMA))
     out: list[dict] = []
     stretches: dict = {}          # timeline key -> [(a, b)] host stretches, rank clock
-    for e, n, t0, t1 in reversed(path):
-        r = int(g.node_rank[n])
-        off = g.offsets.get(r, 0) - g.t0
-        a_, b_ = int(round(t0)) - off, int(round(t1)) - off
-        base = {"rank": r, "step": step, "start_ns": a_, "end_ns": b_, "pid": None, "tid": None,
+    for i in np.flatnonzero(~np.isin(kind, (RUN, XRANK, LAUNCH, XSTREAM))).tolist():
+        k, rf, rk = int(kind[i]), int(ref[i]), int(r[i])
+        base = {"rank": rk, "step": step, "start_ns": int(a_[i]), "end_ns": int(b_[i]), "pid": None, "tid": None,
                 "device": None, "stream": None, "category": None}
-        if e < 0:
-            host = g.node_type[n] == cp_graph.HOST
+        if k < 0:
+            host = g.node_type[n[i]] == cp_graph.HOST
             out.append({**base, "bound": "cpu" if host else "gpu_gap", "kind": "host" if host else "edge",
                         "name": UNTRACED if host else "(stream idle)"})
-            continue
-        k = int(g.kind[e])
-        ref = int(g.ref[e])
-        if k == CHAIN:
-            stretches.setdefault(g.chain_tl[ref], []).append((a_, b_))
-            continue
-        if k == SYNC:
-            out.append({**base, "bound": "sync", "kind": "edge", "name": solver.host_name_s[ref],
-                        "pid": int(g.host["pid"][ref]), "tid": int(solver.host_tid_a[ref])})
-            continue
-        seg = {**base, "category": solver.op_cat[ref], "pid": solver.op_pid[ref], "device": solver.op_dev[ref],
-               "stream": solver.op_stream[ref]}
-        if k in (RUN, XRANK):
-            seg.update(bound=solver.op_bound[ref], kind="gpu", name=solver.op_name[ref])
-            out.append(seg)
-        else:
-            seg.update(bound=edge_bound(solver, k, ref), kind="edge", name=EDGE_NAMES[k])
-            if k == GAP:
-                out.extend(split_busy(solver.busy(r, seg["device"]), seg))
-            else:
-                out.append(seg)
-    frames = [pl.DataFrame(out, schema=SEGMENT_SCHEMA)] if out else []
+        elif k == CHAIN:
+            stretches.setdefault(g.chain_tl[rf], []).append((int(a_[i]), int(b_[i])))
+        elif k == SYNC:
+            out.append({**base, "bound": "sync", "kind": "edge", "name": solver.host_name_s[rf],
+                        "pid": int(g.host["pid"][rf]), "tid": int(solver.host_tid_a[rf])})
+        else:   # GAP
+            seg = {**base, "category": solver.op_cat[rf], "pid": solver.op_pid[rf], "device": solver.op_dev[rf],
+                   "stream": solver.op_stream[rf], "bound": "gpu_gap", "kind": "edge", "name": EDGE_NAMES[GAP]}
+            out.extend(split_busy(solver.busy(rk, seg["device"]), seg))
+    if out:
+        frames.append(pl.DataFrame(out, schema=SEGMENT_SCHEMA))
     for key, iv in stretches.items():
         frames.append(host_pieces(solver, key, np.array(iv, dtype=np.int64).reshape(-1, 2), step))
     if not frames:
