@@ -14,9 +14,10 @@ bound (PATH_OF_BOUND):
   launch        <-> launch
   cpu           <-> host; memory_management and warmup are host calls too (cpu, launch, sync)
   gpu, gpu_gap  <-> gpu
-The path is computed for scopes of up to 300,000 host and GPU ops (engine/path_facts.MAX_EVENTS:
-it costs ~3 µs an op, paid by the first "Fix first" line of a run); above, the rule without a
-path decides. The path is weighed only when its steps cover the GPU's time (PATH_COVER_MIN..MAX of it; a
+The path is computed for scopes with steps and GPU ops, of up to 300,000 host and GPU ops
+(engine/path_facts: a trace without steps would be one step from its first event to its last;
+the path costs ~3 µs an op, paid by the first "Fix first" line of a run); else the rule
+without a path decides. The path is weighed only when its steps cover the GPU's time (PATH_COVER_MIN..MAX of it; a
 trace without steps is one step from its first to its last event, mostly host time around a
 short GPU span: not the span the shares are of). Then (`path_weighed`):
   (b) kernels on at least PATH_GPU_BOUND_PCT (60 %) of the path: the bound is `gpu`, whatever

@@ -63,17 +63,18 @@ def schema() -> dict:
                          "est_gain_ms_per_step": pl.Float64, "advice": pl.String})
     return {"run": pl.String, "rank": pl.Int64, "bound": pl.String, "bound_share_pct": pl.Float64,
             "evidence": pl.String, "gpu_idle_pct": pl.Float64, "findings": pl.List(finding),
-            "also_seen": pl.List(finding), "stepped": pl.Boolean, "critical_path": PATH_SCHEMA}
+            "also_seen": pl.List(finding), "stepped": pl.Boolean, "critical_path": path_schema()}
 
 
 # the critical path of a rank's steps: its dominant bound, steps, whether the verdict weighed it
 # (its steps cover the GPU span) and each bound's share of the path, %
-PATH_SCHEMA = pl.Struct({"bound": pl.String, "steps": pl.Int64, "weighed": pl.Boolean,
-                         "shares": pl.Struct({b: pl.Float64 for b in PATH_BOUNDS})})
+def path_schema():
+    return pl.Struct({"bound": pl.String, "steps": pl.Int64, "weighed": pl.Boolean,
+                      "shares": pl.Struct({b: pl.Float64 for b in PATH_BOUNDS})})
 
 
 def path_row(facts) -> dict | None:
-    """The `critical_path` of a rank's RunFacts (PATH_SCHEMA), None without a path."""
+    """The `critical_path` of a rank's RunFacts (path_schema()), None without a path."""
     path = getattr(facts, "path", None)
     if path is None or facts is None:
         return None

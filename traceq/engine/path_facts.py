@@ -6,7 +6,8 @@ it receives the path as a field of the RunFacts (`with_path`).
 from __future__ import annotations
 
 
-# The verdict weighs the path of scopes up to this many host and GPU ops: the path costs about
+# The verdict weighs the path of scopes with steps and GPU ops (has_steps_and_gpu), up to this
+# many host and GPU ops: the path costs about
 # 3 µs an op (the 8x replica's 600,000: ~2 s, more than the rest of diagnose), and the findings
 # of every analysis's "Fix first" line pay it. Above it the verdict is the rule without a path,
 # and `traceq critical-path` gives the path.
@@ -18,14 +19,15 @@ def path_facts(scope):
     steps and ranks, the time its steps cover: `covered_ns`), or None when the scope has no step with a path. The verdict stands
     without a path, so an error of the path's engine leaves it None."""
     from ..advice.bound import PathFacts
-    from .critical_path import run_paths
 
     try:
         n = scope.df("""SELECT (SELECT count(*) FROM host_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
                              + (SELECT count(*) FROM gpu_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
                              AS n""", {"run": scope.run})["n"][0]
-        if n > MAX_EVENTS:
+        if n > MAX_EVENTS or not has_steps_and_gpu(scope):
             return None
+        from .critical_path import run_paths   # (NumPy: only for a path)
+
         steps = run_paths(scope, detail=False)["steps"]
     except Exception:   # noqa: BLE001 - the path is extra evidence; diagnose never fails for it
         return None
@@ -36,6 +38,17 @@ def path_facts(scope):
     if not steps or not sum(ns.values()):
         return None
     return PathFacts(len(steps), covered_ns(steps), ns, gpu_extent_ns(scope))
+
+
+def has_steps_and_gpu(scope) -> bool:
+    """The path weighs a verdict of GPU work over steps: a scope without GPU ops, or without
+    steps (ProfilerStep#N, --step-pattern regions, timer BATCH, DataLoader iterations: a trace
+    without them would be one step from its first to its last event), gets none."""
+    scope.ensure_steps()
+    row = scope.df("""SELECT (SELECT count(*) FROM scope_steps) AS steps,
+                             (SELECT count(*) FROM gpu_ops WHERE run = $run
+                              AND rank IN (SELECT rank FROM scope_window)) AS gpu""", {"run": scope.run})
+    return bool(row["steps"][0]) and bool(row["gpu"][0])
 
 
 def gpu_extent_ns(scope) -> int:
