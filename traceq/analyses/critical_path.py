@@ -81,7 +81,8 @@ def tables(run: str, res: dict, joined: bool, factors: dict, top: int) -> Out:
         ops = (d.group_by("rank", "name", "kind", pl.coalesce("category", "bound").alias("category"))
                .agg(pl.col("ns").sum()).join(tot, on="rank")
                .with_columns(pct=(100 * pl.col("ns") / pl.col("tot")).round(2)).drop("tot")
-               .sort(["ns", "rank", "name"], descending=[True, False, False]))
+               .sort(["ns", "rank", "name", "kind", "category"], descending=[True, False, False, False, False],
+                     nulls_last=True))
         ops = ops.head(top) if top else ops
     else:
         ops = pl.DataFrame(schema={"rank": pl.Int32, "name": pl.String, "kind": pl.String, "category": pl.String,
@@ -209,31 +210,37 @@ def path_timeline(scope, segments: pl.DataFrame):
     tl = tlm.segments(scope)
     if not segments.height or not tl.segments.height:
         return None
-    first = tl.segments.row(0, named=True)
-    origin = first["start_ns"] - first["x0_ms"] * 1e6
+    # the timeline's origin (report/timeline.py): the first start of all ranks on the common
+    # clock, else of each rank on its own
+    origins = dict(tl.segments.group_by("rank").agg(pl.col("start_ns").min()).iter_rows())
     off = dict(scope.df("SELECT rank, coalesce(clock_offset_ns, 0) + coalesce(clock_refine_ns, 0) AS off "
                         "FROM runs WHERE run = $run").iter_rows()) if tl.aligned else {}
-    seg = (segments.sort("rank", "start_ns")
+    if tl.aligned:
+        origins = {r: min(origins.values()) for r in set(origins) | set(off)}
+    seg = (segments.sort("rank", "start_ns", "end_ns", "step")
            .with_columns(grp=((pl.col("bound") != pl.col("bound").shift(1)) | (pl.col("rank") != pl.col("rank").shift(1))
                               | (pl.col("start_ns") != pl.col("end_ns").shift(1))).fill_null(True).cum_sum())
            .group_by("grp", maintain_order=True)
            .agg(pl.col("rank").first(), pl.col("bound").first(), pl.col("start_ns").min(), pl.col("end_ns").max(),
                 pl.len().alias("n"), pl.col("name").first()))
     if seg.height > PATH_BARS:
-        seg = seg.sort(pl.col("end_ns") - pl.col("start_ns"), descending=True).head(PATH_BARS)
+        seg = (seg.with_columns(d_=pl.col("end_ns") - pl.col("start_ns"))
+               .sort(["d_", "rank", "start_ns"], descending=[True, False, False]).head(PATH_BARS)
+               .sort("rank", "start_ns").drop("d_"))
     ranks = sorted(seg["rank"].unique().to_list())
     lanes = [f"rank {r} · critical path" for r in ranks]
     shift = seg["rank"].replace_strict(off, default=0, return_dtype=pl.Int64) if off else pl.lit(0, pl.Int64)
-    path = seg.with_columns(s_=pl.col("start_ns") + shift, e_=pl.col("end_ns") + shift).select(
+    origin = seg["rank"].replace_strict(origins, default=0, return_dtype=pl.Int64)
+    path = seg.with_columns(s_=pl.col("start_ns") + shift, e_=pl.col("end_ns") + shift, o_=origin).select(
         pl.col("rank").cast(tl.segments["rank"].dtype), pl.lit("host").alias("side"),
         pl.lit(None, tl.segments["device"].dtype).alias("device"), pl.lit(None, tl.segments["stream"].dtype).alias("stream"),
         pl.col("bound").alias("cat"), pl.when(pl.col("n") > 1).then(pl.format("{} ({} segments)", "name", "n"))
         .otherwise(pl.col("name")).alias("name"),
         pl.col("s_").alias("start_ns"), pl.col("e_").alias("end_ns"), pl.col("n").cast(pl.Int64),
         (pl.col("e_") - pl.col("s_")).alias("busy_ns"), pl.lit(True).alias("exact"),
-        pl.lit(tl.segments["bucket_ns"][0]).cast(tl.segments["bucket_ns"].dtype).alias("bucket_ns"),
+        pl.lit(tl.segments["bucket_ns"].min()).cast(tl.segments["bucket_ns"].dtype).alias("bucket_ns"),
         pl.format("rank {} · critical path", "rank").alias("lane"),
-        ((pl.col("s_") - origin) / 1e6).alias("x0_ms"), ((pl.col("e_") - origin) / 1e6).alias("x1_ms"),
+        ((pl.col("s_") - pl.col("o_")) / 1e6).alias("x0_ms"), ((pl.col("e_") - pl.col("o_")) / 1e6).alias("x1_ms"),
         pl.col("rank").replace_strict({r: i for i, r in enumerate(ranks)}, return_dtype=pl.Int32).alias("lane_idx"))
     rest = tl.segments.with_columns(pl.col("lane_idx") + len(lanes))
     both = pl.concat([path.select(rest.columns), rest], how="vertical_relaxed")

@@ -167,7 +167,8 @@ def figure(tl: Timeline, title: str | None = None):
     n_lanes = len(tl.lanes)
     lane_px = 24 if n_lanes <= 24 else 16
     width_px = max(4, int(lane_px * 0.7))
-    order = seg.group_by("cat").agg(pl.col("busy_ns").sum()).sort("busy_ns", descending=True)["cat"].to_list()
+    order = (seg.group_by("cat").agg(pl.col("busy_ns").sum())
+             .sort(["busy_ns", "cat"], descending=[True, False])["cat"].to_list())   # ties by name: one order
     # consecutive steps touch: every other one is drawn a shade darker so they can be told apart
     seg = seg.sort("start_ns").with_columns(
         ((pl.col("cat") == "step") & (pl.int_range(pl.len()).over("lane_idx", "cat") % 2 == 1)).alias("alt"))
