@@ -9,8 +9,6 @@ thread of the region that is the step; without one, the thread with the most hos
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from ..lazy import polars as pl
@@ -120,7 +118,3 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
         out.append((cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s))
     return out
 
-
-def devices_json(scope: Scope) -> list:
-    row = scope.df("SELECT devices FROM runs WHERE run = $run LIMIT 1")
-    return json.loads(row["devices"][0]) if row.height and row["devices"][0] else []

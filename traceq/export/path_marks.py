@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..engine.critical_path import SEGMENT_SCHEMA as PATH_SCHEMA
 from .lanes import lanes
 
-SEGMENT_SCHEMA = {"rank": pl.Int32, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "bound": pl.String,
-                  "kind": pl.String, "name": pl.String, "pid": pl.Int64, "tid": pl.Int64, "device": pl.Int32,
-                  "stream": pl.Int64}
+# the columns of the critical path's segments (engine/critical_path.py) the marks read
+SEGMENT_SCHEMA = {c: t for c, t in PATH_SCHEMA.items() if c != "category"}
 PATH_TID = 1
 
 
@@ -92,16 +92,8 @@ def _flows(events, seg: pl.DataFrame, shift: dict, lane) -> list[dict]:
 
 
 def segments_of(scope) -> tuple[pl.DataFrame | None, str | None]:
-    """The scope's critical path from `traceq.engine.critical_path.path_segments`, when that
-    module exists: (frame, None), or (None, why not)."""
-    import importlib
+    """The scope's critical path (traceq.engine.critical_path.path_segments): (frame, None)."""
+    from ..engine.critical_path import path_segments
 
-    try:
-        mod = importlib.import_module("traceq.engine.critical_path")
-    except ImportError:
-        return None, "no critical path in this traceq (traceq.engine.critical_path is absent): path not marked"
-    fn = getattr(mod, "path_segments", None)
-    if fn is None:
-        return None, "traceq.engine.critical_path has no path_segments: path not marked"
-    return fn(scope), None
+    return path_segments(scope), None
 
