@@ -105,16 +105,31 @@ def _check_all(store, cases=CASES, **ex) -> None:
     assert whole.height >= 2
 
 
-def test_real_mixed_run_per_rank_map_equals_whole_run(mixed):
+def _batch_of(store, ranks: int) -> int:
+    """BATCH_EVENTS that cuts the run into batches of about `ranks` ranks."""
+    con = Store(store).connect(runs=[])
+    try:
+        ev = scope_mod.run_events(con, con.execute("SELECT min(run) FROM runs").fetchone()[0])
+    finally:
+        con.close()
+    return max(1, sum(ev.values()) * ranks // len(ev))
+
+
+def test_real_mixed_run_per_rank_map_equals_whole_run(mixed, monkeypatch):
     # the run is what the test says it is: 4 ranks, one without GPU ops, one with HTA's steps
     s = compute(REGISTRY["summary"], mixed)
     assert s.df["rank"].to_list() == [0, 1, 2]
     assert s.headline.endswith("no GPU activity on rank 3")
     assert compute(REGISTRY["stalls"], mixed, table="launch").df["rank"].to_list() == [0, 1, 2]
-    _check_all(mixed, jobs=1)   # --jobs 1: the map, in this process
+    _check_all(mixed, jobs=1)   # --jobs 1: the map, in this process, one batch of every rank
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", 1)   # a batch per rank: the reduce adds 4 parts
+    _check_all(mixed, jobs=1)
 
 
-def test_generated_run_per_rank_map_equals_whole_run(generated):
+def test_generated_run_per_rank_map_equals_whole_run(generated, monkeypatch):
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", _batch_of(generated, 2))   # 2 batches of 2 ranks
+    assert per_rank.batches(scope_mod.run_events(Store(generated).connect(runs=[]), "job"), 1,
+                            per_rank.BATCH_EVENTS) == [(0, 1), (2, 3)]
     _check_all(generated, jobs=1)
     o = compute(REGISTRY["overlap"], generated)
     assert o.df["rank"].to_list() == [0, 1, 2, 3] and o.tables["across"]["comm_ranks"][0] == 4
@@ -153,9 +168,9 @@ def test_breakdown_mean_is_sum_over_count_of_the_ranks(generated):
     assert (timed["cpu_mean_ns"] - timed["cpu_total_ns"] / timed["instances"]).abs().max() < 1e-6
 
 
-def test_tasks_read_one_rank_each(mixed, monkeypatch):
+def test_tasks_read_their_batch_of_ranks(mixed, monkeypatch):
     """Nothing connects to every rank's files: the client only to the manifest, each task to
-    its own rank (the HTA window's step-name count is the one documented extra pass)."""
+    its own batch of ranks (the HTA window's step-name count is the one documented extra pass)."""
     calls = []
     real = Store.connect
 
@@ -164,20 +179,37 @@ def test_tasks_read_one_rank_each(mixed, monkeypatch):
         return real(self, runs, only)
 
     monkeypatch.setattr(Store, "connect", spy)
-    for name in ("summary", "overlap", "breakdown", "stalls"):
-        calls.clear()
-        compute(REGISTRY[name], mixed, jobs=1)
-        assert calls[0] == ([], None)
-        assert sorted(c[1] for c in calls[1:]) == [("mix", r) for r in range(4)], name
+    for batch, want in ((1, [("mix", (r,)) for r in range(4)]), (None, [("mix", (0, 1, 2, 3))])):
+        if batch:   # a batch of one rank's events at most: a task per rank
+            monkeypatch.setattr(per_rank, "BATCH_EVENTS", batch)
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(Store, "connect", spy)
+        for name in ("summary", "overlap", "breakdown", "stalls"):
+            calls.clear()
+            compute(REGISTRY[name], mixed, jobs=1)
+            assert calls[0] == ([], None)
+            assert sorted(c[1] for c in calls[1:]) == want, name
 
 
-def test_a_few_ranks_without_executor_options_stay_in_one_process(mixed, monkeypatch):
-    # 4 ranks <= IN_PROCESS_RANKS and no --executor/--jobs/TRACEQ_EXECUTOR: one process (faster)
+def test_batches_are_contiguous_balanced_and_one_per_worker_at_least():
+    # 10 ranks of 1000 events: 2 workers and batches of ~1M events -> 2 halves
+    assert per_rank.batches({r: 1000 for r in range(10)}, 2, 1_000_000) == [(0, 1, 2, 3, 4), (5, 6, 7, 8, 9)]
+    # batches of ~2500 events: ceil(10000 / 2500) = 4 batches, cut where the running sum passes k/4
+    assert per_rank.batches({r: 1000 for r in range(10)}, 2, 2500) == [(0, 1, 2), (3, 4), (5, 6, 7), (8, 9)]
+    # more workers than ranks: one rank each
+    assert per_rank.batches({r: 1000 for r in range(3)}, 8, 1_000_000) == [(0,), (1,), (2,)]
+    # a heavy first rank gets a batch of its own
+    assert per_rank.batches({0: 5000, 1: 10, 2: 10, 3: 10}, 2, 100_000) == [(0,), (1, 2, 3)]
+
+
+def test_a_run_too_large_for_one_process_is_mapped(mixed, monkeypatch):
+    # no --executor/--jobs/TRACEQ_EXECUTOR: one process while the run's events fit
     monkeypatch.delenv("TRACEQ_EXECUTOR", raising=False)
     assert not per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec(jobs=1)))
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec("dask")))
-    monkeypatch.setattr(scope_mod, "IN_PROCESS_RANKS", 3)
+    monkeypatch.setattr(scope_mod, "IN_PROCESS_EVENTS", 1000)
     assert per_rank.mapped(open_scope(mixed, executor=ExecutorSpec()))
 
 

@@ -262,7 +262,7 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
     A run of several ranks on an executor: one task per rank (traceq.engine.per_rank)."""
     if mapped(scope):
         outs = map_ranks(scope, rank_part, min_gap_us=min_gap_us)
-        return pl.DataFrame([o["row"] for o in outs], schema=schema())
+        return pl.DataFrame([row for o in outs for row in o["rows"]], schema=schema())
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
     rows = []
     for r in ranks:
@@ -289,8 +289,8 @@ def _path_clause(cp: dict | None) -> str:
 
 
 def rank_part(scope: Scope, min_gap_us: float) -> dict:
-    """One rank's verdict and findings (a task of the per-rank map)."""
-    return {"row": diagnose_scoped(scope, min_gap_us).row(0, named=True)}
+    """The verdict and findings of every rank of a batch (a task of the per-rank map)."""
+    return {"rows": diagnose_scoped(scope, min_gap_us).to_dicts()}
 
 
 # ---------------------------------------------------------------- the command

@@ -1,11 +1,14 @@
 """Per-rank analyses on the executor: an analysis of a run with several ranks as a map over
 ranks and a small reduce.
 
-Map: `RankTask(fn, ...)(rank)` runs on the executor (traceq.executor.run_map: this process
-for a few ranks, a process pool, or Dask workers). It opens a scope on that rank's files
-alone (`open_scope(..., only_rank=True)`), calls the analysis module's rank function `fn`
-(a module-level function, so the task pickles) and returns its small frames. No process
-ever holds more than one rank's events.
+Map: `RankTask(fn, ...)(ranks)` runs on the executor (traceq.executor.run_map: this process,
+a process pool, or Dask workers) for a batch of ranks. It opens one scope on those ranks'
+files alone (`open_scope(..., only_ranks=...)`: one DuckDB connection, every query over the
+batch at once, grouped by rank), calls the analysis module's part function `fn` (a
+module-level function, so the task pickles) and returns its small frames. Batches are
+contiguous ranks of about BATCH_EVENTS events (scope.py), and at least one per worker: a
+task pays its start-up once per batch, not once per rank, and no process holds more than a
+batch's events. A part covers every rank of its batch (rows of several ranks; sums over them).
 
 Reduce, in the client, to exactly what the SQL gives over the whole run: each analysis
 module reduces its own parts (rows per rank concatenate; sums and counts add up through the
@@ -15,7 +18,7 @@ client with a small pass of their own: `--window hta` needs the number of distin
 `breakdown --by timer` needs every timer instance for its medians (read in one process).
 
 A task that meets bad input (e.g. a rank without the steps --steps asks for) returns the
-error; the client raises the one of the lowest rank, as the single-process path does.
+error; the client raises the one of the lowest batch, as the single-process path does.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from ..lazy import polars as pl
 
 from ..errors import TraceqError
 from ..executor import ExecutorSpec, run_map
-from .scope import IN_PROCESS_RANKS, Scope, open_scope
+from .scope import BATCH_EVENTS, Scope, open_scope, run_events
 
 
 
@@ -38,7 +41,7 @@ def mapped(scope: Scope) -> bool:
 # ------------------------------------------------------------------ map: one rank
 @dataclass(frozen=True)
 class RankTask:
-    """Picklable task: rank -> that rank's partial result, `fn(scope, **params)` (small frames)."""
+    """Picklable task: a batch of ranks -> its partial result, `fn(scope, **params)` (small frames)."""
 
     fn: Callable
     store_path: str
@@ -49,17 +52,17 @@ class RankTask:
     run_step_names: int | None
     params: tuple = ()
 
-    def __call__(self, rank: int) -> dict:
+    def __call__(self, ranks: tuple[int, ...]) -> dict:
         try:
-            scope = open_scope(self.store_path, self.run, rank, self.steps, self.step_pattern, self.skip_first,
-                               only_rank=True)
+            scope = open_scope(self.store_path, self.run, None, self.steps, self.step_pattern, self.skip_first,
+                               only_ranks=ranks)
             scope.run_step_names = self.run_step_names
             try:
-                return {"rank": rank, "out": self.fn(scope, **dict(self.params))}
+                return {"rank": ranks[0], "out": self.fn(scope, **dict(self.params))}
             finally:
                 scope.con.close()
-        except TraceqError as exc:   # returned, not raised: the client raises the lowest rank's
-            return {"rank": rank, "error": (exc.problem, exc.path)}
+        except TraceqError as exc:   # returned, not raised: the client raises the lowest batch's
+            return {"rank": ranks[0], "error": (exc.problem, exc.path)}
 
 
 # ------------------------------------------------------------------ the map
@@ -74,14 +77,37 @@ def run_step_names(scope: Scope) -> int:
         con.close()
 
 
-def executor_for(spec: ExecutorSpec, ranks: int) -> ExecutorSpec:
-    if spec.kind == "local" and spec.jobs is None and ranks <= IN_PROCESS_RANKS:
-        return ExecutorSpec("local", jobs=1)
-    return spec
+def workers(spec: ExecutorSpec) -> int:
+    """How many tasks the executor runs at once (Dask: asked of the cluster when one is named)."""
+    import os
+
+    return spec.jobs or (os.cpu_count() or 1)
+
+
+def batches(events: dict[int, int], n_workers: int, batch_events: int = BATCH_EVENTS) -> list[tuple[int, ...]]:
+    """The ranks (rank -> events) cut into contiguous batches of about `batch_events` events,
+    and into at least `n_workers` batches when there are that many ranks (every worker busy)."""
+    ranks = sorted(events)
+    total = sum(events.values())
+    n = max(1, min(len(ranks), max(n_workers, -(-total // max(batch_events, 1)))))
+    per = total / n
+    out: list[tuple[int, ...]] = []
+    cur: list[int] = []
+    acc = 0
+    for i, r in enumerate(ranks):
+        cur.append(r)
+        acc += events[r]
+        left_ranks, left_batches = len(ranks) - i - 1, n - len(out) - 1
+        if left_batches > 0 and (acc >= per * (len(out) + 1) or left_ranks == left_batches):
+            out.append(tuple(cur))
+            cur = []
+    if cur:
+        out.append(tuple(cur))
+    return out
 
 
 def map_ranks(scope: Scope, fn: Callable, window: str | None = None, **params) -> list[dict]:
-    """Run `fn` on every rank of the scope on its executor; the per-rank outputs in rank order."""
+    """Run `fn` on every batch of ranks of the scope on its executor; the parts in rank order."""
     import os
 
     ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
@@ -90,7 +116,9 @@ def map_ranks(scope: Scope, fn: Callable, window: str | None = None, **params) -
     names = run_step_names(scope) if window == "hta" else None
     task = RankTask(fn, os.path.abspath(scope.store.path), scope.run, scope.steps, scope.step_pattern,
                     scope.skip_first, names, tuple(sorted(params.items())))
-    got = sorted(run_map(task, ranks, executor_for(scope.executor, len(ranks))), key=lambda g: g["rank"])
+    events = run_events(scope.con, scope.run)
+    work = batches({r: events.get(r, 0) for r in ranks}, workers(scope.executor), BATCH_EVENTS)
+    got = sorted(run_map(task, work, scope.executor), key=lambda g: g["rank"])
     for g in got:
         if "error" in g:
             raise TraceqError(*g["error"])

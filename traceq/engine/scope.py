@@ -22,9 +22,13 @@ from ..errors import TraceqError
 from ..store import Store, fetch_pl, register_pl
 
 
-# Without --jobs, the local executor runs this many ranks or fewer in this process, one after
-# the other (a spawned pool costs more than it saves); more ranks get a process pool.
-IN_PROCESS_RANKS = 8
+# Without --jobs, --executor dask or TRACEQ_EXECUTOR, a run is analysed in this process, all
+# its ranks in one set-based pass (each query over every rank's files, grouped by rank), when
+# it holds at most this many events (GPU ops + host ops + regions, from the manifest): about
+# 2-3x the 8x replica, whose analyses stay near 300 MB of memory. A larger run is a map over
+# batches of ranks (traceq.engine.per_rank), each batch about BATCH_EVENTS events.
+IN_PROCESS_EVENTS = 2_000_000
+BATCH_EVENTS = 1_000_000
 
 
 @dataclass
@@ -157,22 +161,31 @@ def resolve_run(con, run: str | None, store: Store) -> str:
     return run
 
 
-def _map_over(executor, n_ranks: int) -> bool:
-    """Map a run's ranks over the executor when it has more ranks than one process handles
-    well (IN_PROCESS_RANKS), or when the user asked for an executor
-    (`--executor dask`, `--jobs`, TRACEQ_EXECUTOR). A few ranks without that are analysed in
-    one process: the same result, without a per-rank task's fixed cost (~0.2-0.7 s each)."""
+def run_events(con, run: str) -> dict[int, int]:
+    """Per rank of `run`: its events (GPU ops + host ops + regions) as the manifest counts them."""
+    return {r: int(n or 0) for r, n in con.execute(
+        "SELECT rank, coalesce(n_gpu_ops, 0) + coalesce(n_host_ops, 0) + coalesce(n_regions, 0) "
+        "FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()}
+
+
+def _map_over(executor, events: int) -> bool:
+    """Map a run's ranks over the executor when the user asked for one (`--executor dask`,
+    `--jobs`, TRACEQ_EXECUTOR) or when the run is too large for one process
+    (IN_PROCESS_EVENTS). Otherwise every rank is analysed here in one set-based pass: the
+    same result, without a task's fixed cost."""
     import os
 
-    return (n_ranks > IN_PROCESS_RANKS or executor.kind == "dask" or bool(executor.jobs)
+    return (events > IN_PROCESS_EVENTS or executor.kind == "dask" or bool(executor.jobs)
             or bool(os.environ.get("TRACEQ_EXECUTOR")))
 
 
 def open_scope(store: Store | str | None = None, run: str | None = None, rank: int | None = None,
                steps: str | None = None, step_pattern: str | None = None, skip_first: int = 0, *,
-               only_run: bool = False, only_rank: bool = False, executor=None) -> Scope:
+               only_run: bool = False, only_rank: bool = False, only_ranks: tuple[int, ...] | None = None,
+               executor=None) -> Scope:
     """`only_run`: the connection's table views hold only `run` (given) - faster on big stores.
-    `only_rank`: they hold only that rank's files (`run` and `rank` given; a per-rank task).
+    `only_rank`: they hold only that rank's files (`run` and `rank` given). `only_ranks`: only
+    these ranks' files, and the scope is these ranks (`run` given; a task of the per-rank map).
     `executor` (an ExecutorSpec): for a run of several ranks analysed whole (`rank` None), a
     scope without table data whose per-rank analyses map over the ranks on that executor
     (traceq.engine.per_rank); a run of one rank gets the ordinary scope."""
@@ -180,15 +193,17 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
     if not st.exists():
         raise TraceqError(f"no traceq store at {st.path}: ingest a trace first (traceq ingest FILE), "
                           "or point --store / TRACEQ_STORE at one")
-    if only_rank:
-        con = st.connect(only=(run, rank))
+    if only_rank or only_ranks:
+        con = st.connect(only=(run, tuple(only_ranks) if only_ranks else rank))
         run = resolve_run(con, run, st)
         ranks = _ranks(con, run)
+        if only_ranks:
+            ranks = [r for r in ranks if r in set(only_ranks)]
     elif executor is not None and rank is None:
         con = st.connect(runs=[])
         run = resolve_run(con, run, st)
         ranks = _ranks(con, run)
-        if len(ranks) > 1 and _map_over(executor, len(ranks)):
+        if len(ranks) > 1 and _map_over(executor, sum(run_events(con, run).values())):
             parse_steps(steps)
             window = pl.DataFrame({"rank": ranks, "lo_ns": [None] * len(ranks), "hi_ns": [None] * len(ranks)},
                                   schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})

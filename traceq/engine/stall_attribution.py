@@ -94,16 +94,40 @@ def check_stalls_args(scope: Scope, min_gap_us: float, data_pattern: str | None)
 def _stage(scope: Scope, min_gap_us: float, data_pattern: str | None, gaps: bool = True) -> str | None:
     """The temp tables the stall queries read: st_busy, st_data and st_gaps (with `gaps`
     False, st_gaps has its columns and no rows: DuckDB plans `WHERE false` as an empty result).
-    Returns the data pattern as checked (None if empty)."""
+    st_gaps is stalls_gaps.sql over the levels the sweep gave each gap (st_gap_levels:
+    stalls_activity.sql, then traceq.engine.level_sweep). Returns the data pattern as checked
+    (None if empty)."""
     data_pattern = check_stalls_args(scope, min_gap_us, data_pattern)
     install_macros(scope.con)
     scope.ensure_steps()
     scope.ensure_links(empty=not gaps)
     params = {"min_gap_ns": int(round(min_gap_us * 1000)), "data_pattern": data_pattern}
-    for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data"), ("st_gaps", "stalls_gaps")):
-        sql = load_sql(sql) if gaps or table != "st_gaps" else f"SELECT * FROM ({load_sql(sql)}) WHERE false"
-        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + sql, params)
+    for table, sql in (("st_busy", "stalls_busy"), ("st_data", "stalls_data")):
+        scope.df(f"CREATE OR REPLACE TEMP TABLE {table} AS " + load_sql(sql), params)
+    _gap_levels(scope, params if gaps else None)
+    sql = load_sql("stalls_gaps") if gaps else f"SELECT * FROM ({load_sql('stalls_gaps')}) WHERE false"
+    scope.df("CREATE OR REPLACE TEMP TABLE st_gaps AS " + sql, params)
     return data_pattern
+
+
+def _gap_levels(scope: Scope, params: dict | None) -> None:
+    """Temp table st_gap_levels(rank, device, start_ns, l1..l7): each gap's time by the lowest
+    level of host activity covering it (the sweep, traceq.engine.level_sweep, over
+    stalls_activity.sql's rows; no rows when `params` is None)."""
+    from ..store import register_pl
+    from .level_sweep import LEVELS, gap_levels
+
+    if params is None:
+        rows = pl.DataFrame(schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                    "level": pl.Int64})
+    else:
+        rows = scope.df(load_sql("stalls_activity"), params)
+    levels = pl.DataFrame(gap_levels(*(rows[c].to_numpy() for c in ("rank", "device", "start_ns", "end_ns", "level"))),
+                          schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64,
+                                  **{f"l{k}": pl.Int64 for k in range(1, LEVELS + 1)}})
+    register_pl(scope.con, "st_gap_levels_df", levels)
+    scope.con.execute("CREATE OR REPLACE TEMP TABLE st_gap_levels AS SELECT * FROM st_gap_levels_df")
+    scope.con.unregister("st_gap_levels_df")
 
 
 def stalls_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US, data_pattern: str | None = None) -> Stalls:

@@ -32,14 +32,15 @@
 --                         CUDA API call under it: the host computes (CPU-bound)
 --   8. unattributed       nothing recorded (no host activity the trace shows)
 -- Host ops of kind graph_op (captured ops replayed from a graph, ingest --graph-capture) hold
--- GPU times and are no host activity. Only the host activity that overlaps some gap is considered. Method: one sweep over the
--- edges of the gaps and of every activity level; each elementary segment inside a gap
--- takes the lowest level covering it. The eight parts add up to the gap exactly.
+-- GPU times and are no host activity. Only the host activity that overlaps some gap is considered
+-- (stalls_activity.sql lists it with its level). Method: one sweep over the edges of the
+-- gaps and of every activity level (traceq/engine/level_sweep.py, in one pass over every
+-- rank and device); each elementary segment inside a gap takes the lowest level covering
+-- it. The eight parts add up to the gap exactly.
 --
--- Parameters: $run (text), $min_gap_ns (integer). Requires scope_window, scope_links
--- (launch_links.sql), st_busy (stalls_busy.sql), st_data (stalls_data.sql), the macros
--- of intervals.sql and the host-API classes host_is_communication / host_is_sync /
--- host_is_blocking_copy / host_is_memory (traceq/rules/host_api.py: levels 2 to 5 above).
+-- Parameters: $min_gap_ns (integer). Requires scope_links (launch_links.sql), st_busy
+-- (stalls_busy.sql), st_gap_levels (rank, device, start_ns of a gap and its time l1..l7 at
+-- levels 1-7: the sweep's output) and the macros of intervals.sql.
 --
 -- Output columns (one row per gap):
 --   rank, device     where
@@ -58,103 +59,6 @@
 --                    call of that op is recorded
 WITH gaps AS (
     SELECT key, start_ns, end_ns FROM iv_gaps(st_busy) WHERE end_ns - start_ns >= $min_gap_ns
-), devs AS (
-    SELECT DISTINCT key FROM gaps
-), launcher AS (
-    -- threads that launch GPU work: a runtime/driver call of theirs has the correlation id
-    -- of a GPU op of the same process (scope_links)
-    SELECT DISTINCT rank, pid, tid
-    FROM scope_links
-    WHERE rank IN (SELECT key.rank FROM devs)
-), pageable AS (
-    -- copy API calls whose copy touches pageable host memory
-    SELECT DISTINCT g.rank, g.pid, g.correlation
-    FROM gpu_ops g
-    WHERE g.run = $run AND g.kind = 'memcpy' AND g.correlation IS NOT NULL
-      AND (g.src_kind = 'Pageable' OR g.dst_kind = 'Pageable')
-), cand AS (
-    -- host activity of the ranks with gaps, one copy per device of the rank: host ops (their
-    -- level is decided in act_near), collective regions (level 2) and data loading (st_data, level 1)
-    SELECT d.key, h.rank, h.pid, h.tid, h.kind, h.name, h.correlation, h.start_ns, h.end_ns, NULL::INTEGER AS level
-    FROM host_ops h
-    JOIN scope_window w ON w.rank = h.rank
-    JOIN devs d ON d.key.rank = h.rank
-    WHERE h.run = $run AND h.end_ns > h.start_ns
-      AND h.kind <> 'graph_op'   -- captured ops replayed on the GPU (ingest --graph-capture): no host activity
-    UNION ALL
-    SELECT d.key, r.rank, NULL, NULL, NULL, NULL, NULL, r.start_ns, r.end_ns, 2
-    FROM regions r
-    JOIN scope_window w ON w.rank = r.rank
-    JOIN devs d ON d.key.rank = r.rank
-    WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu' AND r.end_ns > r.start_ns
-      AND is_communication_name(r.name)
-    UNION ALL
-    SELECT d.key, s.key, NULL, NULL, NULL, NULL, NULL, s.start_ns, s.end_ns, 1
-    FROM st_data s JOIN devs d ON d.key.rank = s.key
-), near AS (
-    -- only activity that overlaps a gap matters: gaps are disjoint and sorted, so the
-    -- candidate is the last gap starting before the activity ends (ASOF join, no range join)
-    SELECT c.*
-    FROM cand c
-    ASOF JOIN (SELECT key.rank AS r, key.device AS dv, start_ns AS gs, end_ns AS ge FROM gaps) g
-      ON g.r = c.key.rank AND g.dv = c.key.device AND c.end_ns > g.gs
-    WHERE g.ge > c.start_ns
-), act_near AS (
-    -- the precedence level of each activity (NULL = no cause: left out)
-    SELECT * FROM (
-        SELECT h.key, h.start_ns, h.end_ns,
-               coalesce(h.level, CASE
-                 WHEN host_is_communication(h.kind, h.name) THEN 2
-                 WHEN host_is_sync(h.kind, h.name) THEN 3
-                 WHEN host_is_blocking_copy(h.kind, h.name) THEN 4
-                 WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 4
-                 WHEN host_is_memory(h.kind, h.name) THEN 5
-                 WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND l.tid IS NOT NULL
-                      AND NOT host_is_graph_launch(h.kind, h.name) THEN 6
-                 WHEN h.kind IN ('cpu_op', 'python')
-                      AND h.pid IN (SELECT pid FROM launcher x WHERE x.rank = h.rank) THEN 7
-               END) AS level
-        FROM near h
-        LEFT JOIN launcher l ON l.rank = h.rank AND l.pid = h.pid AND l.tid = h.tid
-        LEFT JOIN pageable p ON p.rank = h.rank AND p.pid = h.pid AND p.correlation = h.correlation
-                            AND h.kind IN ('runtime', 'driver')
-    )
-    WHERE level IS NOT NULL
-), edges AS (
-    SELECT key, start_ns AS t, 0 AS level, 1 AS d FROM gaps
-    UNION ALL SELECT key, end_ns, 0, -1 FROM gaps
-    UNION ALL SELECT key, start_ns, level, 1 FROM act_near
-    UNION ALL SELECT key, end_ns, level, -1 FROM act_near
-), at_t AS (
-    SELECT key, t,
-           sum(d) FILTER (WHERE level = 0) AS d0, sum(d) FILTER (WHERE level = 1) AS d1,
-           sum(d) FILTER (WHERE level = 2) AS d2, sum(d) FILTER (WHERE level = 3) AS d3,
-           sum(d) FILTER (WHERE level = 4) AS d4, sum(d) FILTER (WHERE level = 5) AS d5,
-           sum(d) FILTER (WHERE level = 6) AS d6, sum(d) FILTER (WHERE level = 7) AS d7
-    FROM edges GROUP BY key, t
-), sweep AS (
-    SELECT key, t, lead(t) OVER (PARTITION BY key ORDER BY t) AS t_next,
-           sum(coalesce(d0, 0)) OVER w AS in_gap, sum(coalesce(d1, 0)) OVER w AS c1,
-           sum(coalesce(d2, 0)) OVER w AS c2, sum(coalesce(d3, 0)) OVER w AS c3,
-           sum(coalesce(d4, 0)) OVER w AS c4, sum(coalesce(d5, 0)) OVER w AS c5,
-           sum(coalesce(d6, 0)) OVER w AS c6, sum(coalesce(d7, 0)) OVER w AS c7
-    FROM at_t
-    WINDOW w AS (PARTITION BY key ORDER BY t ROWS UNBOUNDED PRECEDING)
-), segs AS (
-    SELECT key, t AS start_ns, t_next - t AS ns,
-           CASE WHEN c1 > 0 THEN 1 WHEN c2 > 0 THEN 2 WHEN c3 > 0 THEN 3 WHEN c4 > 0 THEN 4
-                WHEN c5 > 0 THEN 5 WHEN c6 > 0 THEN 6 WHEN c7 > 0 THEN 7 ELSE 8 END AS level
-    FROM sweep
-    WHERE in_gap > 0 AND t_next > t
-), per_gap AS (
-    SELECT g.key, g.start_ns,
-           sum(s.ns) FILTER (WHERE s.level = 1) AS l1, sum(s.ns) FILTER (WHERE s.level = 2) AS l2,
-           sum(s.ns) FILTER (WHERE s.level = 3) AS l3, sum(s.ns) FILTER (WHERE s.level = 4) AS l4,
-           sum(s.ns) FILTER (WHERE s.level = 5) AS l5, sum(s.ns) FILTER (WHERE s.level = 6) AS l6,
-           sum(s.ns) FILTER (WHERE s.level = 7) AS l7
-    FROM segs s
-    ASOF JOIN gaps g ON g.key = s.key AND s.start_ns >= g.start_ns
-    GROUP BY g.key, g.start_ns
 ), queued AS (
     -- gaps whose ending op (an op of the device starting at the gap's end) was enqueued
     -- (launch call returned) no later than the gap's start
@@ -170,7 +74,7 @@ WITH gaps AS (
            coalesce(a.l5, 0)::BIGINT AS memory_ns, coalesce(a.l6, 0)::BIGINT AS launch_ns,
            coalesce(a.l7, 0)::BIGINT AS host_ns, q.key IS NOT NULL AS queued
     FROM gaps g
-    LEFT JOIN per_gap a ON a.key = g.key AND a.start_ns = g.start_ns
+    LEFT JOIN st_gap_levels a ON a.rank = g.key.rank AND a.device = g.key.device AND a.start_ns = g.start_ns
     LEFT JOIN queued q ON q.key = g.key AND q.start_ns = g.start_ns
 )
 SELECT rank, device, start_ns, end_ns, gap_ns, data_ns, comm_ns, sync_ns, copy_ns, memory_ns,

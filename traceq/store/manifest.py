@@ -65,14 +65,15 @@ class Store:
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()
 
-    def connect(self, runs: list[str] | None = None, only: tuple[str, int] | None = None):
+    def connect(self, runs: list[str] | None = None, only: tuple | None = None):
         """A DuckDB connection with the views runs, gpu_ops, host_ops, regions, timer_stats, metrics,
         memory_events.
         `runs`: the table views read only these runs' files (faster on a store of many runs;
-        the `runs` view still lists every run). `only=(run, rank)`: that rank's files alone."""
+        the `runs` view still lists every run). `only=(run, rank)`: that rank's files alone,
+        `only=(run, (rank, ...))` those ranks' files."""
         return read.connect(self.path, runs, only)
 
-    def table_views(self, con, runs: list[str] | None = None, only: tuple[str, int] | None = None) -> None:
+    def table_views(self, con, runs: list[str] | None = None, only: tuple | None = None) -> None:
         """(Re)create the table views of a `connect` connection over the files its `runs` lists
         (`runs`, `only`: as for `connect`): a connection opened with `runs=[]` to pick the run
         gets the run's table data without reading the manifest again."""

@@ -22,7 +22,7 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def connect(root: Path, runs: list[str] | None = None, only: tuple[str, int] | None = None):
+def connect(root: Path, runs: list[str] | None = None, only: tuple | None = None):
     """A DuckDB connection to the store in folder `root` with the views runs, gpu_ops, host_ops,
     regions, timer_stats, metrics, memory_events (`runs`, `only`: as for `table_views`)."""
     import duckdb
@@ -49,21 +49,24 @@ def read_manifest(con, manifest_path: Path) -> bool:
     return True
 
 
-def table_views(con, root: Path, runs: list[str] | None = None, only: tuple[str, int] | None = None) -> None:
+def table_views(con, root: Path, runs: list[str] | None = None, only: tuple | None = None) -> None:
     """(Re)create the table views of a `connect` connection over the files its `runs` lists.
 
     `runs`: the views read only these runs' files (faster on a store of many runs; the `runs`
-    table still lists every run). `only=(run, rank)`: that rank's files alone. A connection
+    table still lists every run). `only=(run, rank)`: that rank's files alone;
+    `only=(run, (rank, ...))`: those ranks' files (a batch of ranks of the per-rank map). A connection
     opened with `runs=[]` to pick the run gets the run's table data this way without reading
     the manifest again."""
     rows = [(run, rank, json.loads(files or "{}"))
             for run, rank, files in con.execute("SELECT run, rank, files FROM runs").fetchall()]
+    if only is not None:
+        wanted = {(only[0], r) for r in (only[1] if isinstance(only[1], (tuple, list)) else (only[1],))}
     for table in schema.TABLE_COLUMNS:
         files = []
         for run, rank, tables in rows:
             if runs is not None and run not in runs:
                 continue
-            if only is not None and (run, rank) != only:
+            if only is not None and (run, rank) not in wanted:
                 continue
             rel = tables.get(table)
             if rel:
