@@ -1,10 +1,12 @@
 """Cross-rank analyses: clocks, collectives, arrival skew and the straggler.
 
-A map over ranks, a small reduce: `rank_facts` runs once per rank on the executor (local
-process pool or Dask), reading that rank's files only, and returns its collective kernels
-(one row each), step count/time and exposed communication. The reduce joins those small
-frames in DuckDB (queries/collectives.sql, ranks.sql, collectives_by_type.sql). No process
-ever holds more than one rank's events.
+A map over batches of ranks, a small reduce: `batch_facts` reads a batch of ranks' files in
+one set-based pass (every query grouped by rank) and returns their collective kernels (one
+row each), step count/time and exposed communication. A run whose events fit one process
+(traceq.engine.scope.IN_PROCESS_EVENTS) is one batch, read here, unless an executor was asked
+for; a larger one is cut into batches (traceq.engine.per_rank.batches) on the executor (local
+process pool or Dask). The reduce joins those small frames in DuckDB (queries/collectives.sql,
+ranks.sql, collectives_by_type.sql). No process holds more than a batch's events.
 
 SQL: queries/ranks_rank.sql, ranks_steps.sql (per rank), overlap.sql (exposed comm, per
 rank), collectives.sql (clocks + instance matching), ranks.sql, collectives_by_type.sql.
@@ -56,24 +58,27 @@ class RanksResult:
         }
 
 
-# ------------------------------------------------------------------ map: one rank
-def rank_facts(store_path: str, run: str, rank: int) -> dict:
-    """Worker task: the small per-rank inputs of the reduce (plain values + one Arrow table)."""
+# ------------------------------------------------------------------ map: a batch of ranks
+def batch_facts(store_path: str, run: str, ranks: tuple[int, ...]) -> dict:
+    """Worker task: the small inputs of the reduce for a batch of ranks (per rank: steps, step
+    time, exposed communication; one Arrow table of their collective kernels)."""
     from .overlap import overlap_rows, prepare_overlap
 
     st = Store(store_path)
-    con = st.connect(only=(run, rank))
-    con.register("scope_window_df", pa.table({"rank": pa.array([rank], pa.int32()),
-                                              "lo_ns": pa.nulls(1, pa.int64()), "hi_ns": pa.nulls(1, pa.int64())}))
+    con = st.connect(only=(run, tuple(ranks)))
+    n = len(ranks)
+    con.register("scope_window_df", pa.table({"rank": pa.array(list(ranks), pa.int32()),
+                                              "lo_ns": pa.nulls(n, pa.int64()), "hi_ns": pa.nulls(n, pa.int64())}))
     con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
-    scope = Scope(st, con, run, rank, None)
-    kernels = run_script(con, "ranks_rank", {"run": run, "rank": rank})
-    steps = run_script(con, "ranks_steps", {"run": run, "rank": rank}).row(0, named=True)
+    scope = Scope(st, con, run, None, None)
+    kernels = run_script(con, "ranks_rank", {"run": run, "rank": None})
+    steps = {r["rank"]: r for r in run_script(con, "ranks_steps", {"run": run}).iter_rows(named=True)}
     prepare_overlap(scope)
-    ov = overlap_rows(scope, "rank")
+    exposed = {r["rank"]: r["exposed_ns"] for r in overlap_rows(scope, "rank").iter_rows(named=True)}
     con.close()
-    return {"rank": rank, "steps": steps["steps"], "step_ns": steps["step_ns"],
-            "exposed_ns": int(ov["exposed_ns"][0]) if ov.height else 0,
+    return {"rank": list(ranks), "steps": [steps[r]["steps"] for r in ranks],
+            "step_ns": [steps[r]["step_ns"] for r in ranks],
+            "exposed_ns": [int(exposed.get(r) or 0) for r in ranks],
             "kernels": (kernels.cast(kernels_schema()) if kernels.height else pl.DataFrame(schema=kernels_schema())).to_arrow()}
 
 
@@ -102,23 +107,31 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     `timings`, when given, receives the seconds of each stage (benchmarks/bench_ranks.py)."""
     import duckdb
 
+    from ..engine import scope as scope_mod
+    from ..engine.per_rank import batches, workers
+
     clock = _Stopwatch(timings)
     st = store if isinstance(store, Store) else Store(store)
     run, rows = latest_run(st, run)
-    if executor is None:   # a few ranks: in this process (a spawned pool costs more than it saves)
-        executor = ExecutorSpec(jobs=1 if len(rows) <= 8 else None)
-    facts = run_map(_FactsTask(os.path.abspath(st.path), run), [r["rank"] for r in rows], executor)
+    events = {r["rank"]: (r.get("n_gpu_ops") or 0) + (r.get("n_host_ops") or 0) + (r.get("n_regions") or 0)
+              for r in rows}
+    executor = executor or ExecutorSpec()
+    if scope_mod.mapped_run(executor, sum(events.values())):
+        work = batches(events, workers(executor), scope_mod.BATCH_EVENTS)
+    else:   # one set-based pass in this process
+        work, executor = [tuple(sorted(events))], ExecutorSpec(jobs=1)
+    facts = run_map(_FactsTask(os.path.abspath(st.path), run), work, executor)
     clock.lap("per_rank_map")
-    facts.sort(key=lambda f: f["rank"])
+    facts.sort(key=lambda f: f["rank"][0])
     con = duckdb.connect(":memory:")
     kernels = pa.concat_tables([f["kernels"] for f in facts])
     con.register("coll_kernels", kernels)
     con.register("rank_offsets", rank_offsets(con, rows))
     con.register("rank_facts", pa.table({
-        "rank": pa.array([f["rank"] for f in facts], pa.int32()),
-        "steps": pa.array([f["steps"] for f in facts], pa.int64()),
-        "step_ns": pa.array([f["step_ns"] for f in facts], pa.int64()),
-        "exposed_ns": pa.array([f["exposed_ns"] for f in facts], pa.int64())}))
+        "rank": pa.array([r for f in facts for r in f["rank"]], pa.int32()),
+        "steps": pa.array([x for f in facts for x in f["steps"]], pa.int64()),
+        "step_ns": pa.array([x for f in facts for x in f["step_ns"]], pa.int64()),
+        "exposed_ns": pa.array([x for f in facts for x in f["exposed_ns"]], pa.int64())}))
     from ..clocks import END_TOLERANCE_NS   # clocks loads pyarrow
 
     run_script(con, "collectives", {"end_tolerance_ns": END_TOLERANCE_NS})
@@ -164,13 +177,13 @@ class _Stopwatch:
 
 @dataclass(frozen=True)
 class _FactsTask:
-    """Picklable task: rank -> rank_facts(store, run, rank) (small payload both ways)."""
+    """Picklable task: a batch of ranks -> batch_facts(store, run, ranks) (small payload both ways)."""
 
     store_path: str
     run: str
 
-    def __call__(self, rank: int) -> dict:
-        return rank_facts(self.store_path, self.run, rank)
+    def __call__(self, ranks: tuple[int, ...]) -> dict:
+        return batch_facts(self.store_path, self.run, ranks)
 
 
 def straggler(by_rank: pl.DataFrame, instances: pl.DataFrame) -> dict:

@@ -168,7 +168,7 @@ def run_events(con, run: str) -> dict[int, int]:
         "FROM runs WHERE run = $run ORDER BY rank", {"run": run}).fetchall()}
 
 
-def _map_over(executor, events: int) -> bool:
+def mapped_run(executor, events: int) -> bool:
     """Map a run's ranks over the executor when the user asked for one (`--executor dask`,
     `--jobs`, TRACEQ_EXECUTOR) or when the run is too large for one process
     (IN_PROCESS_EVENTS). Otherwise every rank is analysed here in one set-based pass: the
@@ -203,7 +203,7 @@ def open_scope(store: Store | str | None = None, run: str | None = None, rank: i
         con = st.connect(runs=[])
         run = resolve_run(con, run, st)
         ranks = _ranks(con, run)
-        if len(ranks) > 1 and _map_over(executor, sum(run_events(con, run).values())):
+        if len(ranks) > 1 and mapped_run(executor, sum(run_events(con, run).values())):
             parse_steps(steps)
             window = pl.DataFrame({"rank": ranks, "lo_ns": [None] * len(ranks), "hi_ns": [None] * len(ranks)},
                                   schema={"rank": pl.Int32, "lo_ns": pl.Int64, "hi_ns": pl.Int64})
