@@ -111,10 +111,11 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
         g = cp_graph.build(host, gpu, st, mains, data, off, inst, waits)
         return [(g, st)]
     out = []
+    # each frame split by rank once (a filter per rank would read every rank's rows each time)
+    parts = [{k[0]: d for k, d in f.partition_by("rank", as_dict=True, maintain_order=True).items()}
+             if f.height else {} for f in (host, gpu, st)]
     for r in ranks:
-        h = host.filter(pl.col("rank") == r)
-        gg = gpu.filter(pl.col("rank") == r)
-        s = st.filter(pl.col("rank") == r)
+        h, gg, s = (p.get(r, f.clear()) for p, f in zip(parts, (host, gpu, st)))
         out.append((cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s))
     return out
 
