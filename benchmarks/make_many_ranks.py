@@ -6,7 +6,8 @@
 The template (default: ../shared/traces/kineto/hta/trace_filter/sampled_rank-0.json.gz,
 rank 0 of a 128-rank NCCL job) is copied to OUTDIR/rank-<r>.json.gz for r = 0..N-1 with:
 
-- arrival jitter: the k-th NCCL kernel of each stream (one collective instance) starts
+- arrival jitter: the k-th NCCL kernel of each stream (one collective instance; those longer than
+  the delay + jitter) starts
   a_{r,k} µs later on rank r, a_{r,k} uniform in [0, J]; its end stays where it was, as in
   a real collective, which completes on every rank together. The straggler rank arrives
   D ms later still (a_{R,k} += 1000·D): the others' kernels start earlier and wait for it.
@@ -79,9 +80,12 @@ def make(n: int, outdir: Path, straggler: int | None = None, delay_ms: float = 2
     colls = collective_kernels(events)
     if seq:
         add_seq(events, colls)
-    shortest = min(float(events[i]["dur"]) for i, _, _ in colls)
-    if (delay_ms * 1000 if straggler is not None else 0) + jitter_us >= shortest:
-        raise SystemExit(f"--delay-ms + jitter must stay below the shortest collective ({shortest / 1000:.1f} ms)")
+    # a collective shorter than the arrival delay + jitter cannot start later and still end
+    # together: those keep their times on every rank (a real job's tiny sends do not show skew)
+    needed = (delay_ms * 1000 if straggler is not None else 0) + jitter_us
+    colls = [c for c in colls if float(events[c[0]]["dur"]) > needed]
+    if not colls:
+        raise SystemExit(f"--delay-ms + jitter ({needed / 1000:.1f} ms) must stay below some collective's duration")
     ts0 = [e.get("ts") for e in events]
     dur0 = {i: float(events[i]["dur"]) for i, _, _ in colls}
     outdir.mkdir(parents=True, exist_ok=True)
