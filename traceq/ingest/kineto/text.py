@@ -118,6 +118,8 @@ def _inflate(f, path: Path, piece: int):
     try:
         while chunk := f.read(1 << 22):
             while chunk:
+                if d.eof:   # concatenated gzip members: the next one
+                    d = new()
                 out = d.decompress(chunk, piece)
                 if not seen_event:   # an event has a "ph" key; look across chunk borders too
                     seen_event = b'"ph"' in tail + out[:8] or b'"ph"' in out
@@ -128,10 +130,9 @@ def _inflate(f, path: Path, piece: int):
                 if pos + len(out) > limit:
                     raise BadInput(f"expands beyond {limit >> 20} MB ({MAX_RATIO}x its compressed size "
                                    f"{compressed / 1e6:.1f} MB): not a plausible trace, refused", path)
-                chunk = d.unconsumed_tail
-                if d.eof and d.unused_data:            # concatenated gzip members
-                    chunk = d.unused_data + chunk
-                    d = new()
+                # the input left: after a member's end all of it is in unused_data (zlib
+                # repeats it in unconsumed_tail when the output limit was hit before)
+                chunk = d.unused_data if d.eof else d.unconsumed_tail
                 if out:
                     pos += len(out)
                     yield out
