@@ -64,12 +64,19 @@ def threads_here() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def decode_fast(text_path: Path, workdir: Path, threads: int) -> Decoded | None:
+def decode_fast(text_path: Path, workdir: Path, threads: int, inflating=None) -> Decoded | None:
     """Raw parts of the plain JSON trace `text_path` (written under `workdir`) decoded by
     `threads` processes, or None when the fast path does not apply or cannot vouch for the
-    result (the robust decoder then runs)."""
+    result (the robust decoder then runs). With `inflating` (a `text.Inflating` writing
+    `text_path`), the parts are decoded while the text is inflated (`_decode_streamed`);
+    the text is whole in `text_path` when this returns, whatever the result."""
     if threads < 2 or not hasattr(os, "fork"):
         return None
+    if inflating is not None:
+        got = _decode_streamed(inflating, workdir, threads)
+        inflating.finish()
+        if got is not _NOT_STREAMED:
+            return got
     text_path, workdir = Path(text_path), Path(workdir)
     cuts: list = []
     try:
@@ -293,6 +300,39 @@ def _release(mm: mmap.mmap, a: int, b: int) -> None:
             pass
 
 
+def _fork_workers(n: int, share) -> list[tuple[int, int]]:
+    """`n` forked children, each running `share()` (-> {part: (items, [raw part]) or None})
+    and sending back `i items parts` per part it decoded (`i -` when refused)."""
+    children = []
+    for _ in range(n):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: decode parts from the queue, report, leave without any cleanup
+            code = 1
+            try:
+                os.close(r)
+                got = share()
+                os.write(w, "".join(f"{i} -\n" if res is None else f"{i} {res[0]} {len(res[1])}\n"
+                                    for i, res in got.items()).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        children.append((pid, r))
+    return children
+
+
+def _gather(children, results: dict, workdir: Path) -> None:
+    """Wait for the children of `_fork_workers`; their results into `results`."""
+    for pid, r in children:
+        with os.fdopen(r, "rb") as f:
+            text = f.read().decode()
+        os.waitpid(pid, 0)
+        for line in text.splitlines():
+            i, n, *has = line.split()
+            results[int(i)] = None if n == "-" else (int(n), [_part_path(workdir, int(i))] if has[0] == "1" else [])
+
+
 def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple[int, list[Path]] | None]:
     """Decode the parts on `workers` processes: this one and forked children, each taking
     the next part from a counter in shared memory until none is left; a child sends back
@@ -306,30 +346,178 @@ def _run_workers(mm: mmap.mmap, cuts, workdir: Path, workers: int) -> list[tuple
     children = []
     results: dict = {}
     try:
-        for _ in range(workers - 1):
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:   # the child: decode parts from the queue, report, leave without any cleanup
-                code = 1
-                try:
-                    os.close(r)
-                    got = _decode_share(mm, cuts, queue, workdir)
-                    os.write(w, "".join(f"{i} -\n" if res is None else f"{i} {res[0]} {len(res[1])}\n"
-                                        for i, res in got.items()).encode())
-                    code = 0
-                finally:
-                    os._exit(code)
-            os.close(w)
-            children.append((pid, r))
+        children = _fork_workers(workers - 1, lambda: _decode_share(mm, cuts, queue, workdir))
         from . import translate  # noqa: F401  (translation's imports, while the children decode)
 
         results.update(_decode_share(mm, cuts, queue, workdir))
     finally:
-        for pid, r in children:
-            with os.fdopen(r, "rb") as f:
-                text = f.read().decode()
-            os.waitpid(pid, 0)
-            for line in text.splitlines():
-                i, n, *has = line.split()
-                results[int(i)] = None if n == "-" else (int(n), [_part_path(workdir, int(i))] if has[0] == "1" else [])
+        _gather(children, results, workdir)
     return [results.get(i) for i in range(len(cuts))]
+
+
+# ------------------------------------------------------------------ a .gz, decoded while inflated
+_NOT_STREAMED = object()   # `_decode_streamed`: the text ended before a first part (decode it whole)
+_ABORT = -2                # `_Deal.total` when the parts will not all be dealt
+_MAX_PARTS = 1 << 16
+
+
+class _Deal:
+    """The parts of a text still being written, dealt to the decoding processes (shared
+    memory, set before they fork): `bounds` holds each published part's (a, b), `ready`
+    counts them, `total` is -1 until the last part is published (`_ABORT`: stop)."""
+
+    def __init__(self) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self.lock = ctx.Lock()
+        self.next = ctx.RawValue("q", 0)
+        self.ready = ctx.RawValue("q", 0)
+        self.total = ctx.RawValue("q", -1)
+        self.bounds = ctx.RawArray("q", 2 * _MAX_PARTS)
+
+    def publish(self, a: int, b: int) -> None:
+        with self.lock:
+            r = self.ready.value
+            if r >= _MAX_PARTS:
+                raise _Refused
+            self.bounds[2 * r], self.bounds[2 * r + 1] = a, b
+            self.ready.value = r + 1
+
+    def close(self, total: int) -> None:
+        with self.lock:
+            self.total.value = total
+
+    def take(self) -> int | None:
+        """The number of the next part once it is published; None when there is none."""
+        import time
+
+        with self.lock:
+            i = self.next.value
+            self.next.value = i + 1
+        while True:
+            with self.lock:
+                ready, total = self.ready.value, self.total.value
+            if total == _ABORT or 0 <= total <= i:
+                return None
+            if i < ready:
+                return i
+            time.sleep(0.001)
+
+
+def _stream_share(deal: _Deal, text_path: Path, workdir: Path) -> dict:
+    """`_decode_share` for parts of a text still being written: each part from a private map
+    of the file as long as it is now (remapped when a part lies beyond it)."""
+    got: dict = {}
+    mm = None
+    with open(text_path, "rb") as f:
+        try:
+            while (i := deal.take()) is not None:
+                a, b = deal.bounds[2 * i], deal.bounds[2 * i + 1]
+                if mm is None or len(mm) <= b:
+                    if mm is not None:
+                        mm.close()
+                    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                try:
+                    got[i] = _decode_part(mm, a, b, _part_path(workdir, i))
+                except msgspec.DecodeError:
+                    got[i] = None
+                    break
+                finally:
+                    _release(mm, a, b)
+        finally:
+            if mm is not None:
+                mm.close()
+    return got
+
+
+def _array_start(head: bytes) -> int | None:
+    """Where the event array's content starts in the text's `head` (after its `[`: a bare
+    list, or the first `"traceEvents"` key's list, as `_locate` finds it), None when `head`
+    does not show it."""
+    i = 3 if head[:3] == b"\xef\xbb\xbf" else 0
+    i = _skip_ws(head, i, len(head))
+    if head[i:i + 1] == b"[":
+        return i + 1
+    key = head.find(b'"traceEvents"', i) if head[i:i + 1] == b"{" else -1
+    if key < 0:
+        return None
+    k = _skip_ws(head, key + len(b'"traceEvents"'), len(head))
+    if head[k:k + 1] != b":":
+        return None
+    lb = _skip_ws(head, k + 1, len(head))
+    return lb + 1 if head[lb:lb + 1] == b"[" else None
+
+
+def _decode_streamed(inflating, workdir: Path, threads: int):
+    """Decode the event array of a .gz while it is inflated: the pieces of text are written
+    to `inflating.path`; from the array's start, a part is cut every `PART_BYTES` (at a
+    candidate boundary inside one piece) and published to the `threads - 1` forked
+    children, which decode parts while this process inflates. Once the text is whole, this
+    process locates the array (`_locate`, as the plain path), cuts what is left as `_cuts`
+    does, and decodes parts too. The same proofs as the plain path: the first part starts
+    at the array's start, every slice decodes strictly; the array's end must lie after the
+    last published part (else refused). `_NOT_STREAMED` when the text ends before a first
+    part (or its head never shows the array): the plain path decodes the whole file."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    deal, children, results, whole = _Deal(), [], {}, None
+    a, head, off = None, b"", 0   # a: where the next part starts; off: the piece's offset in the text
+    try:
+        for piece in inflating.pieces():
+            if a is None:
+                head += piece
+                start = _array_start(head)
+                if start is None and len(head) > MIN_SPLIT:
+                    break
+                a = None if start is None else _skip_ws(head, start, len(head))
+                head = b"" if a is not None else head
+            while a is not None and (m := _BOUNDARY.search(piece, max(0, a + PART_BYTES - off))) is not None \
+                    and deal.ready.value < _MAX_PARTS - 1:
+                deal.publish(a, off + m.start() + 1)
+                a = off + m.end() - 1
+                if not children:
+                    children = _fork_workers(threads - 1, lambda: _stream_share(deal, inflating.path, workdir))
+            off += len(piece)
+        if not children:
+            return _NOT_STREAMED
+        inflating.finish()
+        whole = _stream_rest(deal, inflating.path, workdir, threads, start, a)
+        results.update(whole[2] if whole is not None else {})
+    except BaseException:
+        deal.close(_ABORT)
+        raise
+    finally:
+        _gather(children, results, workdir)
+        parts = [results.get(i) for i in range(deal.ready.value)]
+        if whole is None or not all(r is not None for r in parts):
+            for i in range(deal.ready.value):
+                remove_part(_part_path(workdir, i))
+    if whole is None or not all(r is not None for r in parts):
+        return None
+    return Decoded(parts=[p for _, ps in parts for p in ps], meta=whole[0],
+                   n_items=sum(n for n, _ in parts), first=whole[1])
+
+
+def _stream_rest(deal: _Deal, text_path: Path, workdir: Path, threads: int, start: int, a: int):
+    """The whole text's part of `_decode_streamed`: locate the array, cut and publish the
+    rest from `a`, decode parts with the children: (meta, first item, {part: result}); None
+    when refused (the deal aborted)."""
+    with open(text_path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    try:
+        meta, start_again, end = _locate(mm)
+        if start_again != start or a >= end:
+            raise _Refused
+        first = _first_item(mm, deal.bounds[0], deal.bounds[1])
+        for x, y in _cuts(mm, a, end, threads) or []:
+            deal.publish(x, y)
+    except (_Refused, msgspec.DecodeError):
+        deal.close(_ABORT)
+        return None
+    finally:
+        _release(mm, 0, len(mm))
+        mm.close()
+    deal.close(deal.ready.value)
+    from . import translate  # noqa: F401  (translation's imports, while the children decode)
+
+    return meta, first, _stream_share(deal, text_path, workdir)

@@ -11,24 +11,26 @@ from pathlib import Path
 import pyarrow as pa
 
 from .. import memory
+from ...errors import BadInput
 from ..common import Parsed
 from . import decode
 from .events import Trace
 from .raw import Decoded
 from .recover import decode_whole
 from .rows import RawWriter, to_int
-from .text import open_text
+from .text import map_text, open_gz
 from .windows import decode_windows
 
 
-def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> Decoded:
+def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path, fast: bool = True) -> Decoded:
     """Decode the JSON text `mm` (of the file `text_path`; `source` names the file in errors)
     into raw parts in `workdir`. The fast parallel decoder first (`decode`: plain, well-typed
-    traces); else window by window when the document lets itself be cut (a `traceEvents`
-    list, or a bare list, of events: `windows`), else whole (`recover`)."""
-    fast = decode.decode_fast(text_path, workdir, decode.threads_here())
-    if fast is not None:
-        return fast
+    traces; not when `fast` is False: it has been tried); else window by window when the
+    document lets itself be cut (a `traceEvents` list, or a bare list, of events: `windows`),
+    else whole (`recover`)."""
+    got = decode.decode_fast(text_path, workdir, decode.threads_here()) if fast else None
+    if got is not None:
+        return got
     out = RawWriter(workdir)
     try:
         got = decode_windows(mm, source, out)
@@ -43,17 +45,32 @@ def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path) -> 
 
 
 def decode_file(path: Path, workdir: Path) -> Decoded:
-    """Decode the trace file `path` into raw parts in `workdir` (`decode_text`; a .gz is
-    inflated into `workdir` first and removed once decoded)."""
-    text_path, mm = open_text(path, workdir)
+    """Decode the trace file `path` into raw parts in `workdir` (`decode_text`). A .gz is
+    inflated into `workdir`, the fast decoder decoding it while it is inflated
+    (`decode.decode_fast` with the `Inflating`); the inflated text is removed once decoded."""
+    gz = open_gz(path, workdir)
+    text_path = path if gz is None else gz.path
     try:
-        return decode_text(text_path, mm, workdir, path)
-    finally:
+        if gz is not None:
+            try:
+                fast = decode.decode_fast(gz.path, workdir, decode.threads_here(), gz)
+                gz.finish()
+            except OSError as exc:
+                raise BadInput(exc.strerror or str(exc), path) from None
+            finally:
+                gz.close()
+            if fast is not None:
+                return fast
+        mm = map_text(text_path, path)
         try:
-            mm.close()
-        except BufferError:   # a slice still refers to it: the collector frees it
-            pass
-        if text_path != path:
+            return decode_text(text_path, mm, workdir, path, fast=gz is None)
+        finally:
+            try:
+                mm.close()
+            except BufferError:   # a slice still refers to it: the collector frees it
+                pass
+    finally:
+        if gz is not None:
             text_path.unlink(missing_ok=True)   # the inflated .gz: decoded, no longer needed
 
 
