@@ -191,6 +191,7 @@ def report_section(ctx) -> list:
     """Overlap per step (chart) and per rank, and across ranks for a run of several."""
     from ..report import figures
     from ..report.html import table
+    from ..report.many_ranks import many, ranks_of, step_boxes, summarise, worst
     from ..report.parts import Section, add, add_table
 
     sec = Section("overlap", ANALYSIS.report,
@@ -202,8 +203,14 @@ def report_section(ctx) -> list:
         ctx.results["overlap"] = by_rank
         across = across_ranks(by_rank, ctx.scope.con) if by_rank.height > 1 else None
         sec.headline = headline(by_rank, across, ctx.scope)
-        add(sec, figures.overlap_chart(by_step), "overlap")
-        if by_rank.height:
+        if many(ranks_of(by_rank)):
+            bad = worst(by_rank, ("exposed_ns", "comm_ns"))["rank"].to_list()
+            add(sec, step_boxes(by_step, "exposed_ns", "Exposed communication per step (distribution over the "
+                                "ranks; lines: the ranks with the most)", worst_ranks=bad), "overlap")
+            summarise(sec, by_rank.drop("step", strict=False), ("exposed_ns", "comm_ns"), "traceq overlap -f csv", "overlap-ranks")
+        else:
+            add(sec, figures.overlap_chart(by_step), "overlap")
+        if by_rank.height and not many(ranks_of(by_rank)):
             add_table(sec, table(by_rank.drop("step", strict=False), caption="Per rank"), "overlap-ranks")
         if across is not None:
             add_table(sec, table(across, caption="Across ranks"), "overlap-across")
