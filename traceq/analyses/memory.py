@@ -430,7 +430,8 @@ def _many_ranks(sec, t: dict) -> None:
         by = next(c for c in dev.columns if c.endswith("_bytes"))
     bad = worst(dev, by)["rank"].to_list()
     add(sec, rank_boxes(dev, [(by, by.removesuffix("_bytes").replace("_", " "))], "Peak memory per device "
-                        "(distribution over the ranks)", "GiB", scale=1 / 2**30, worst_ranks=bad), "memory-distribution")
+                        "(distribution over the ranks)", "GiB", scale=1 / 2**30, worst_ranks=bad),
+        "memory-distribution")
     add(sec, figure(t["timeline"].filter(pl.col("rank").is_in(bad)),
                     f"Memory of the {WORST_RANKS} ranks with the highest peaks"), "memory")
     summarise(sec, dev, by, "traceq memory -f json", "memory", what="Per device")

@@ -238,7 +238,8 @@ def _facts(manifest: pl.DataFrame) -> list[tuple[str, str]]:
     return facts
 
 
-def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Table | None, list[Table], str | None]:
+def _headline(scope, manifest: pl.DataFrame,
+              res: dict) -> tuple[list[Card], Table | None, list[Table], str | None]:
     """Cards for the run (step time, GPU idle %, exposed comm, data wait %, MFU) and a per-rank
     table; for a run of many ranks its quantiles, the worst ranks and the note saying so."""
     ranks = pl.DataFrame({"rank": manifest["rank"].cast(pl.Int64)})
