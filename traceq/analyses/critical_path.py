@@ -202,12 +202,15 @@ def path_figure(bounds: pl.DataFrame):
 PATH_BARS = 20_000   # the path's bars drawn on the timeline, at most (the longest kept)
 
 
-def path_timeline(scope, segments: pl.DataFrame):
+def path_timeline(scope, segments: pl.DataFrame, ranks: list[int] | None = None):
     """The report's GPU timeline (report/timeline.py) with a lane per rank on top: the critical
-    path's segments, adjacent ones of one bound merged, coloured by bound."""
+    path's segments, adjacent ones of one bound merged, coloured by bound (of `ranks` alone
+    when given: a run of many)."""
     from ..report import timeline as tlm
 
-    tl = tlm.segments(scope)
+    tl = tlm.segments(scope, ranks=ranks)
+    if ranks is not None:
+        segments = segments.filter(pl.col("rank").is_in(ranks))
     if not segments.height or not tl.segments.height:
         return None
     # the timeline's origin (report/timeline.py): the first start of all ranks on the common
@@ -249,9 +252,20 @@ def path_timeline(scope, segments: pl.DataFrame):
     return fig
 
 
+def on_path(segments: pl.DataFrame, chosen: list, k: int = 2) -> list[tuple[int, str]]:
+    """The `k` ranks holding the most path time, beyond those `chosen` already (a run of many)."""
+    if not segments.height:
+        return []
+    held = [r for r, _ in chosen]
+    top = (segments.filter(~pl.col("rank").is_in(held)).group_by("rank")
+           .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("d")).sort(["d", "rank"], descending=[True, False]))
+    return [(int(r), "on the critical path") for r in top["rank"].head(k).to_list()]
+
+
 def report_section(ctx) -> list:
     """Per-step path bars by bound, and the ops on the path."""
     from ..report.html import table
+    from ..report.many_ranks import chosen_ranks, chosen_words, many
     from ..report.parts import Section, add, add_table
 
     sec = Section("critical_path", ANALYSIS.report,
@@ -264,7 +278,14 @@ def report_section(ctx) -> list:
         sec.headline = out.headline
         ctx.results["critical_path"] = out
         add(sec, path_figure(out.tables["bounds"]), "critical-path")
-        add(sec, path_timeline(ctx.scope, out.value["segments"]), "critical-path-timeline")
+        if many(ctx.manifest.height):
+            chosen = chosen_ranks(ctx) + on_path(out.value["segments"], chosen_ranks(ctx))
+            add(sec, path_timeline(ctx.scope, out.value["segments"], [r for r, _ in chosen]),
+                "critical-path-timeline")
+            sec.notes.append(f"The timeline: {chosen_words(chosen, ctx.manifest.height)} The path of every rank: "
+                             "`traceq critical-path --ranks all -f csv`.")
+        else:
+            add(sec, path_timeline(ctx.scope, out.value["segments"]), "critical-path-timeline")
         add_table(sec, table(out.tables["ops"]), "critical-path-ops")
     return [sec]
 

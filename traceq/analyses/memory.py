@@ -398,6 +398,7 @@ def report_section(ctx) -> list:
     """The memory curve per device (allocated and reserved) and the devices table; no section
     when the scope has no memory events."""
     from ..report.html import table
+    from ..report.many_ranks import many, ranks_of
     from ..report.parts import Section, add, add_table
 
     sec = Section("memory", ANALYSIS.report,
@@ -409,9 +410,31 @@ def report_section(ctx) -> list:
         if not t["events"]:
             return []      # no memory events recorded: no section (most traces)
         sec.headline = headline(t, ctx.scope)
-        add(sec, figure(t["timeline"]), "memory")
-        add_table(sec, table(t["devices"]), "memory")
+        if many(ranks_of(t["devices"])):
+            _many_ranks(sec, t)
+        else:
+            add(sec, figure(t["timeline"]), "memory")
+            add_table(sec, table(t["devices"]), "memory")
     return [sec]
+
+
+def _many_ranks(sec, t: dict) -> None:
+    """A run of many ranks: the curves of the devices with the highest peaks, the spread of the
+    peaks, their quantiles and those devices' rows."""
+    from ..report.many_ranks import WORST_RANKS, rank_boxes, summarise, worst
+    from ..report.parts import add
+
+    dev = t["devices"]
+    by = next((c for c in ("peak_allocated_bytes", "peak_reserved_bytes") if c in dev.columns), None)
+    if by is None:
+        by = next(c for c in dev.columns if c.endswith("_bytes"))
+    bad = worst(dev, by)["rank"].to_list()
+    add(sec, rank_boxes(dev, [(by, by.removesuffix("_bytes").replace("_", " "))], "Peak memory per device "
+                        "(distribution over the ranks)", "GiB", scale=1 / 2**30, worst_ranks=bad),
+        "memory-distribution")
+    add(sec, figure(t["timeline"].filter(pl.col("rank").is_in(bad)),
+                    f"Memory of the {WORST_RANKS} ranks with the highest peaks"), "memory")
+    summarise(sec, dev, by, "traceq memory -f json", "memory", what="Per device")
 
 
 def figure(timeline: pl.DataFrame, title: str = "Memory per device"):

@@ -191,6 +191,7 @@ def report_section(ctx) -> list:
     """Overlap per step (chart) and per rank, and across ranks for a run of several."""
     from ..report import figures
     from ..report.html import table
+    from ..report.many_ranks import many, ranks_of, step_boxes, summarise, worst
     from ..report.parts import Section, add, add_table
 
     sec = Section("overlap", ANALYSIS.report,
@@ -202,9 +203,17 @@ def report_section(ctx) -> list:
         ctx.results["overlap"] = by_rank
         across = across_ranks(by_rank, ctx.scope.con) if by_rank.height > 1 else None
         sec.headline = headline(by_rank, across, ctx.scope)
-        add(sec, figures.overlap_chart(by_step), "overlap")
-        if by_rank.height:
-            add_table(sec, table(by_rank.drop("step", strict=False), caption="Per rank"), "overlap-ranks")
+        per_rank = by_rank.drop("step", strict=False)
+        if many(ranks_of(by_rank)):      # a run of many ranks: report/many_ranks.py
+            key = ("exposed_ns", "comm_ns")
+            add(sec, step_boxes(by_step, "exposed_ns", "Exposed communication per step (distribution over the "
+                                "ranks; lines: the worst ranks)", worst_ranks=worst(by_rank, key)["rank"].to_list()),
+                "overlap")
+            summarise(sec, per_rank, key, "traceq overlap -f csv", "overlap-ranks")
+        else:
+            add(sec, figures.overlap_chart(by_step), "overlap")
+            if by_rank.height:
+                add_table(sec, table(per_rank, caption="Per rank"), "overlap-ranks")
         if across is not None:
             add_table(sec, table(across, caption="Across ranks"), "overlap-across")
         if by_rank.height == 0 or by_rank["comm_ns"].sum() == 0:

@@ -300,6 +300,7 @@ def gpu_tiles(gpu: pl.DataFrame):
 def report_section(ctx) -> list:
     """The per-step stacked breakdown, the GPU summary tiles and table."""
     from ..report.html import table
+    from ..report.many_ranks import many, ranks_of
     from ..report.parts import Section, add, add_table
 
     sec = Section("overview", ANALYSIS.report,
@@ -313,10 +314,36 @@ def report_section(ctx) -> list:
         avg = averages(steps)
         sec.headline = headline(steps, avg, gpu, ctx.scope, "tb")
         ctx.results["overview"] = parts
-        add(sec, step_figure(steps), "overview")
-        add(sec, gpu_tiles(gpu), "overview-gpu")
-        add_table(sec, table(gpu), "overview-gpu")
+        if many(ranks_of(steps) or ranks_of(gpu)):
+            _many_ranks(sec, steps, gpu)
+        else:
+            add(sec, step_figure(steps), "overview")
+            add(sec, gpu_tiles(gpu), "overview-gpu")
+            add_table(sec, table(gpu), "overview-gpu")
     return [sec]
+
+
+def _many_ranks(sec, steps: pl.DataFrame, gpu: pl.DataFrame) -> None:
+    """A run of many ranks: step time per step over the ranks (a box) with the slowest ranks'
+    own steps, those ranks' stacked steps; the GPU summary's spread over the devices, its
+    quantiles and the least utilized devices."""
+    from ..report.many_ranks import rank_boxes, step_boxes, summarise, worst
+    from ..report.parts import add
+
+    if steps.height:
+        total = steps.with_columns(pl.sum_horizontal([f"{c}_ns" for c in CATEGORIES]).alias("step_ns"))
+        bad = worst(total, ("step_ns", "other_ns", "communication_ns"))["rank"].to_list()
+        add(sec, step_boxes(total, "step_ns", "Step time (distribution over the ranks; lines: the worst ranks)",
+                            worst_ranks=bad), "overview")
+        add(sec, step_figure(steps.filter(pl.col("rank").is_in(bad[:3]))), "overview-worst")
+        sec.notes.append(f"Stacked steps drawn for the worst ranks ({', '.join(str(r) for r in bad[:3])}); "
+                         "every rank's steps: `traceq overview -f csv`.")
+    if gpu.height:
+        bad = worst(gpu, "gpu_utilization_pct", descending=False)["rank"].to_list()
+        add(sec, rank_boxes(gpu, [(c, label) for c, label in TILES], "GPU summary (distribution over the devices)",
+                            "%", worst_ranks=bad), "overview-gpu")
+        summarise(sec, gpu, "gpu_utilization_pct", "traceq overview -f json", "overview-gpu",
+                  what="GPU summary per device", descending=False)
 
 
 ANALYSIS = Analysis(

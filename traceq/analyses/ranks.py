@@ -298,6 +298,7 @@ def report_section(ctx) -> list:
     """A run of several ranks: every rank's collective kernels on one clock, the rank table
     and the collectives by type."""
     from ..report.html import table
+    from ..report.many_ranks import many
     from ..report.parts import Section, add, add_table
     from ..report.ranks_timeline import ranks_timeline
 
@@ -309,12 +310,41 @@ def report_section(ctx) -> list:
                         "the others wait for. Per rank: lateness and waiting; per collective type: arrival skew "
                         "and bus bandwidth (traceq ranks).")
     with ctx.guard(sec, "ranks"):
-        rr = ranks(ctx.store, ctx.run)
+        summarised = many(ctx.manifest.height)
+        rr = ctx.results.get("ranks") if summarised else None
+        rr = rr if rr is not None else ranks(ctx.store, ctx.run)
+        ctx.results["ranks"] = rr
         sec.headline = headline(rr)
-        add(sec, ranks_timeline(rr.arrivals, rr.straggler["rank"]), "ranks")
-        add_table(sec, table(rr.ranks.drop("raw_offset_ns"), caption="Per rank"), "ranks-table")
+        if summarised:
+            _many_ranks(sec, rr, ctx)
+        else:
+            add(sec, ranks_timeline(rr.arrivals, rr.straggler["rank"]), "ranks")
+            add_table(sec, table(rr.ranks.drop("raw_offset_ns"), caption="Per rank"), "ranks-table")
         add_table(sec, table(rr.collectives, caption="Per collective type"), "collectives")
     return [sec]
+
+
+def _many_ranks(sec, rr: RanksResult, ctx) -> None:
+    """A run of many ranks: the collectives of the latest ranks (the straggler first), rank 0
+    and the median rank on the common clock; the lateness over the ranks as a box; the
+    quantiles of the rank table and the latest ranks' rows."""
+    from ..report.many_ranks import WORST_RANKS, chosen_ranks, rank_boxes, summarise, worst
+    from ..report.parts import add
+    from ..report.ranks_timeline import ranks_timeline
+
+    df = rr.ranks.drop("raw_offset_ns")
+    by = "late_arrival_ms" if df["late_arrival_ms"].drop_nulls().len() else "step_ms"
+    bad = worst(df, by)["rank"].to_list()
+    drawn = list(dict.fromkeys([r for r, _ in chosen_ranks(ctx)] + bad))
+    arrivals = rr.arrivals.filter(pl.col("rank").is_in(drawn)) if rr.arrivals is not None else None
+    add(sec, rank_boxes(df, [("late_arrival_ms", "arrival lateness"), ("exposed_comm_ms", "exposed communication")],
+                        "Lateness at collectives and exposed communication (distribution over the ranks)", "ms",
+                        worst_ranks=bad), "ranks-distribution")
+    add(sec, ranks_timeline(arrivals, rr.straggler["rank"],
+                            f"Collectives on the common clock: {len(drawn)} of {df.height} ranks"), "ranks")
+    sec.notes.append(f"The collectives drawn: ranks {', '.join(str(r) for r in sorted(drawn))} (rank 0, the "
+                     f"straggler, the median and the {WORST_RANKS} latest ranks).")
+    summarise(sec, df, by, "traceq ranks -f csv", "ranks-table")
 
 
 ANALYSIS = Analysis(

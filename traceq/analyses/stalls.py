@@ -106,6 +106,7 @@ def report_section(ctx) -> list:
     """Per step the data wait (chart and table), and the GPU idle gaps by cause."""
     from ..report import figures
     from ..report.html import table
+    from ..report.many_ranks import many, ranks_of, step_boxes, summarise, worst
     from ..report.parts import Section, add, add_table
 
     sec = Section("stalls", ANALYSIS.report,
@@ -118,7 +119,13 @@ def report_section(ctx) -> list:
         st = stalls_scoped(ctx.scope)
         ctx.results["stalls"] = st
         sec.headline = headline(st, ctx.scope)
-        add(sec, figures.stall_chart(st.steps), "stalls")
+        summarised = many(ranks_of(st.steps))
+        if summarised:
+            bad = worst(st.steps, ("data_wait_ns", "gpu_idle_ns", "step_ns"))["rank"].to_list()
+            add(sec, step_boxes(st.steps, "data_wait_ns", "Data wait per step (distribution over the ranks; lines: "
+                                "the worst ranks)", worst_ranks=bad), "stalls")
+        else:
+            add(sec, figures.stall_chart(st.steps), "stalls")
         sec.advice = list(advice(st))
         cols = [c for c in ("rank", "step", "step_source", "step_ns", "data_wait_ns", "data_wait_pct", "gpu_idle_ns",
                             "gpu_idle_waiting_ns", "gpu_idle_waiting_pct") if c in st.steps.columns]
@@ -126,7 +133,12 @@ def report_section(ctx) -> list:
         if steps_df.height and "gpu_idle_ns" in steps_df.columns and steps_df["gpu_idle_ns"].null_count() == steps_df.height:
             steps_df = steps_df.drop([c for c in ("gpu_idle_ns", "gpu_idle_waiting_ns", "gpu_idle_waiting_pct")
                                       if c in steps_df.columns])
-        add_table(sec, table(steps_df, caption="Per step", max_rows=60), "stall-steps")
+        if summarised:
+            by = ("gpu_idle_waiting_ns", "data_wait_ns", "gpu_idle_ns", "step_ns")
+            summarise(sec, steps_df, by, "traceq stalls --table steps -f csv", "stall-steps", what="Per step",
+                      rows="step")
+        else:
+            add_table(sec, table(steps_df, caption="Per step", max_rows=60), "stall-steps")
         if st.causes.height:
             add_table(sec, table(st.causes, caption="GPU idle gaps by cause"), "stall-causes")
     return [sec]

@@ -121,6 +121,7 @@ def report_section(ctx) -> list:
     """GPU op time per kernel category (the hotspot rows, kept for the hotspots section) and,
     per rank, the split of the GPU span into compute, non-compute and idle."""
     from ..report import figures
+    from ..report.many_ranks import many, ranks_of
     from ..report.parts import Section, add
     from .hotspots import hotspots_scoped
 
@@ -133,10 +134,29 @@ def report_section(ctx) -> list:
     with ctx.guard(sec, "summary"):
         ctx.results["summary"] = summary_scoped(ctx.scope)
         sec.headline = headline(ctx.results["summary"], ctx.scope)
-        add(sec, figures.rank_breakdown(ctx.results["summary"]), "summary")
+        if many(ranks_of(ctx.results["summary"])):
+            _many_ranks(sec, ctx.results["summary"])
+        else:
+            add(sec, figures.rank_breakdown(ctx.results["summary"]), "summary")
     if not sec.plots and not sec.error and not sec.headline:
         sec.notes.append(f"No GPU kernels, copies or memsets in this run ({no_gpu_reason(ctx.scope)}).")
     return [sec]
+
+
+def _many_ranks(sec, df: pl.DataFrame) -> None:
+    """A run of many ranks: the spread of compute, non-compute and idle % over the ranks, the
+    worst ranks' own bars (most idle), the quantiles of every column and those ranks' rows."""
+    from ..report import figures
+    from ..report.many_ranks import rank_boxes, summarise, worst
+    from ..report.parts import add
+
+    bad = worst(df, ("idle_pct", "span_ns"))["rank"].to_list()
+    add(sec, rank_boxes(df, [("compute_pct", "compute"), ("non_compute_pct", "non-compute"), ("idle_pct", "idle")],
+                        "GPU span per rank: compute, non-compute, idle (distribution over the ranks)", "%",
+                        worst_ranks=bad), "summary-distribution")
+    add(sec, figures.rank_breakdown(df.filter(pl.col("rank").is_in(bad)),
+                                    "The most idle ranks: compute, non-compute, idle"), "summary")
+    summarise(sec, df, ("idle_pct", "span_ns"), "traceq summary -f csv", "summary")
 
 
 ANALYSIS = Analysis(

@@ -25,6 +25,7 @@ from pathlib import Path, PurePath
 
 from ..lazy import polars as pl
 from .html import Table, table
+from .many_ranks import chosen_ranks, chosen_words, many
 from .parts import Card, RunPart, RunReport, Section, add, ms, pct, slug
 
 
@@ -113,13 +114,29 @@ def run_part(store, run: str, warnings: list[str]) -> RunPart:
     scope = open_scope(store, run)
     manifest = scope.df("SELECT * FROM runs WHERE run = $run ORDER BY rank")
     ctx = RunReport(store, run, scope, manifest, warnings)
-    sections = [_timeline(ctx)]
+    summarised = many(manifest.height)
+    if summarised:   # the straggler first: the timelines draw it (report/many_ranks.py)
+        _ranks_first(ctx)
+    sections = [] if summarised else [_timeline(ctx)]
     for spec in sorted(REGISTRY.values(), key=_report_order):
         if spec.report_section is not None and spec.runs == 1 and spec.scope != "store":
             sections += spec.report_section(ctx)
+    if summarised:   # drawn last, for the ranks the sections found, and placed first
+        sections.insert(0, _timeline(ctx))
     sections.sort(key=lambda s: not s.lead)
-    cards, rank_table = _headline(scope, manifest, ctx.results)
-    return RunPart(run, slug(run), _facts(manifest), cards, rank_table, sections)
+    cards, rank_table, more, note = _headline(scope, manifest, ctx.results)
+    return RunPart(run, slug(run), _facts(manifest), cards, rank_table, sections, more, note)
+
+
+def _ranks_first(ctx: RunReport) -> None:
+    """traceq ranks' result (the straggler) for the ranks the timelines of a many-rank run draw;
+    its section reuses it. A failure is left to that section to report."""
+    from ..analyses.ranks import ranks
+
+    try:
+        ctx.results["ranks"] = ranks(ctx.store, ctx.run)
+    except Exception:        # noqa: BLE001 - the ranks section shows the error
+        pass
 
 
 @dataclass
@@ -165,8 +182,12 @@ def _timeline(ctx: RunReport) -> Section:
                         "(1/1500 of the rank's span) are merged per stream and category (lighter bars; hover for counts). "
                         "Drag to zoom, double-click to reset.")
     with ctx.guard(sec, "timeline"):
-        tl = timeline.segments(ctx.scope)
+        chosen = chosen_ranks(ctx) if many(ctx.manifest.height) else None
+        tl = timeline.segments(ctx.scope, ranks=[r for r, _ in chosen] if chosen is not None else None)
         add(sec, timeline.figure(tl), "timeline")
+        if chosen is not None:
+            sec.notes.append(f"Summarised: {chosen_words(chosen, ctx.manifest.height)} Every rank: "
+                             "`traceq export` writes the whole run as a Perfetto trace.")
         if sec.plots:
             merged = int(tl.segments.filter(~pl.col("exact"))["n"].sum()) if tl.segments.height else 0
             sec.notes.append(f"{tl.n_ops:,} ops and spans drawn as {tl.segments.height:,} bars "
@@ -217,8 +238,10 @@ def _facts(manifest: pl.DataFrame) -> list[tuple[str, str]]:
     return facts
 
 
-def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Table | None]:
-    """Cards for the run (step time, GPU idle %, exposed comm, data wait %, MFU) and a per-rank table."""
+def _headline(scope, manifest: pl.DataFrame,
+              res: dict) -> tuple[list[Card], Table | None, list[Table], str | None]:
+    """Cards for the run (step time, GPU idle %, exposed comm, data wait %, MFU) and a per-rank
+    table; for a run of many ranks its quantiles, the worst ranks and the note saying so."""
     ranks = pl.DataFrame({"rank": manifest["rank"].cast(pl.Int64)})
     st = res.get("stalls")
     summ = res.get("summary")
@@ -277,7 +300,27 @@ def _headline(scope, manifest: pl.DataFrame, res: dict) -> tuple[list[Card], Tab
     rank_cols = [c for c in ("rank", "steps", "step_mean_ns", "data_wait_pct", "span_ns", "idle_pct", "compute_pct",
                              "non_compute_pct", "comm_ns", "overlap_pct", "exposed_ns", "exposed_step_pct")
                  if c in ranks.columns]
-    t = table(ranks.select(rank_cols), max_rows=1024) if len(rank_cols) > 1 else None
+    t = table(ranks.select(rank_cols), max_rows=1024) if len(rank_cols) > 1 and not many(ranks.height) else None
     if t is not None:
         t.kind = "ranks"
-    return cards, t
+    elif len(rank_cols) > 1 and ranks.height:
+        return (cards, *_rank_summary(ranks.select(rank_cols)))
+    return cards, t, [], None
+
+
+def _rank_summary(ranks: pl.DataFrame) -> tuple[Table | None, list[Table], str | None]:
+    """The headline per rank of a many-rank run: quantiles, the worst ranks by mean step time
+    (else, when it is the same on every rank, GPU idle %, else exposed communication) and the
+    note saying so."""
+    from .many_ranks import WORST_RANKS, key_metric, note, quantile_table, words, worst_table
+
+    n = ranks.height
+    q = quantile_table(ranks, f"Per rank: quantiles over {n} ranks")
+    by = key_metric(ranks, ("step_mean_ns", "idle_pct", "exposed_ns"))
+    w = worst_table(ranks, by, f"Per rank: the {min(WORST_RANKS, n)} worst ranks by highest {words(by)}") if by else None
+    if q is None:
+        return None, [], None
+    q.kind = "ranks-quantiles"
+    if w is not None:
+        w.kind = "ranks-worst"
+    return q, [w] if w is not None else [], note(n, "traceq summary -f csv` and `traceq overlap -f csv")

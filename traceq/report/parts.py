@@ -42,6 +42,8 @@ class RunPart:
     cards: list[Card]
     ranks: Table | None
     sections: list[Section]
+    rank_tables: list[Table] = field(default_factory=list)   # beside `ranks`, a many-rank run's summary
+    rank_note: str | None = None
 
 
 class Guard:

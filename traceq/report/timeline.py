@@ -93,15 +93,20 @@ class Timeline:
     aligned: bool               # ranks aligned on the common clock (clock_offset_ns + clock_refine_ns)
 
 
-def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEGMENTS) -> Timeline:
-    """The down-sampled timeline of `scope.run` (every rank of it; the step window is not applied:
-    the timeline shows the whole capture)."""
-    df = scope.df(_SEGMENTS_SQL, {"buckets": buckets})
+def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEGMENTS,
+             ranks: list[int] | None = None) -> Timeline:
+    """The down-sampled timeline of `scope.run` (every rank of it, or those in `ranks`; the step
+    window is not applied: the timeline shows the whole capture)."""
+    sql = _SEGMENTS_SQL
+    if ranks is not None:   # a few ranks of a run of many (report/many_ranks.py)
+        keep = ", ".join(str(int(r)) for r in ranks) or "NULL"
+        sql = sql.replace("WHERE run = $run AND", f"WHERE run = $run AND rank IN ({keep}) AND")
+    df = scope.df(sql, {"buckets": buckets})
     for _ in range(4):   # coarsen until within budget (usually zero or one extra pass)
         if df.height <= max_segments or buckets <= MIN_BUCKETS:
             break
         buckets = max(MIN_BUCKETS, int(buckets * max_segments / df.height * 0.9))
-        df = scope.df(_SEGMENTS_SQL, {"buckets": buckets})
+        df = scope.df(sql, {"buckets": buckets})
     if df.height > max_segments:   # still too many (pathological lane count): keep the busiest
         df = df.sort("busy_ns", descending=True).head(max_segments)
     n_ops = int(df["n"].sum()) if df.height else 0
