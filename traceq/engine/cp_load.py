@@ -96,7 +96,9 @@ def data_intervals(scope: Scope, data_pattern: str | None) -> dict[int, np.ndarr
 
 
 def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
-    """[(graph, steps frame)]: one graph per rank, or one joining all ranks (`joined`)."""
+    """(graph, steps frame) pairs, made one at a time: one graph per rank, or one joining all
+    ranks (`joined`). A rank's graph is built when the caller asks for it and can be freed
+    before the next one is built: a run of hundreds of ranks never holds every graph at once."""
     install_macros(scope.con)
     st = steps(scope)
     host = scope.df(load_sql("critical_path_host"))
@@ -108,14 +110,18 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
     if joined:
         off = offsets(scope, ranks)
         inst = instances(scope, gpu) if len(ranks) > 1 else None
-        g = cp_graph.build(host, gpu, st, mains, data, off, inst, waits)
-        return [(g, st)]
-    out = []
-    # each frame split by rank once (a filter per rank would read every rank's rows each time)
-    parts = [{k[0]: d for k, d in f.partition_by("rank", as_dict=True, maintain_order=True).items()}
-             if f.height else {} for f in (host, gpu, st)]
+        yield cp_graph.build(host, gpu, st, mains, data, off, inst, waits), st
+        return
+    # each rank's rows, split once (a filter per rank would read every rank's rows each time)
+    empty = (host.clear(), gpu.clear(), st.clear())
+    hs, gs, ss = (_by_rank(df) for df in (host, gpu, st))
+    host = gpu = None   # the split frames hold the rows; each rank's are dropped once built
     for r in ranks:
-        h, gg, s = (p.get(r, f.clear()) for p, f in zip(parts, (host, gpu, st)))
-        out.append((cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s))
-    return out
+        h, gg, s = hs.pop(r, empty[0]), gs.pop(r, empty[1]), ss.pop(r, empty[2])
+        yield cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s
+
+
+def _by_rank(df: pl.DataFrame) -> dict:
+    """{rank: its rows of `df`, in order}."""
+    return {r: d for (r,), d in df.partition_by("rank", as_dict=True, maintain_order=True).items()} if df.height else {}
 
