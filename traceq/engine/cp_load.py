@@ -111,10 +111,16 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
         g = cp_graph.build(host, gpu, st, mains, data, off, inst, waits)
         return [(g, st)]
     out = []
+    # each rank's rows, split once (a filter per rank would read every rank's rows each time)
+    hs, gs, ss = (_by_rank(df) for df in (host, gpu, st))
     for r in ranks:
-        h = host.filter(pl.col("rank") == r)
-        gg = gpu.filter(pl.col("rank") == r)
-        s = st.filter(pl.col("rank") == r)
-        out.append((cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s))
+        s = ss.get(r, st.clear())
+        out.append((cp_graph.build(hs.get(r, host.clear()), gs.get(r, gpu.clear()), s, mains, data, {r: 0}, None,
+                                   waits), s))
     return out
+
+
+def _by_rank(df: pl.DataFrame) -> dict:
+    """{rank: its rows of `df`, in order}."""
+    return {r: d for (r,), d in df.partition_by("rank", as_dict=True).items()} if df.height else {}
 

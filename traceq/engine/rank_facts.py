@@ -21,6 +21,7 @@ from ..lazy import polars as pl
 
 from ..queries import install_macros, load as load_sql
 from .scope import Scope
+from .stall_attribution import stalls_scoped
 
 
 @dataclass
@@ -46,8 +47,6 @@ def scope_ranks(scope: Scope) -> list[int]:
 def rank_stalls(scope: Scope, min_gap_us: float) -> tuple[object, dict]:
     """(the scope's Stalls, {rank: the rank's Stalls}): `stalls_scoped` once on the scope, the
     causes, the single-process loader and the PyTorch evidence per rank."""
-    from .stall_attribution import stalls_scoped
-
     ranks = scope_ranks(scope)
     st = stalls_scoped(scope, min_gap_us)
     causes = split(scope.df(load_sql("stalls_ranks")), ranks)
