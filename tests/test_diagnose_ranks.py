@@ -129,6 +129,9 @@ def test_findings_cache_keeps_each_rank_as_its_own_scope(ddp, tmp_path, monkeypa
     store = tmp_path / "store"
     shutil.copytree(ddp, store)
     monkeypatch.setenv("TRACEQ_FINDINGS_CACHE", "1")
+    # each rank under the id of its own scope, never the whole run's (its findings are pooled)
+    assert findings_cache.rank_ids(open_scope(store), [0, 1]) == {0: 0, 1: 1}
+    assert findings_cache.rank_ids(open_scope(store, rank=1), [1]) == {1: "scope"}
     first = diagnose_scoped(open_scope(store))
     for r in (0, 1):
         key, kept = findings_cache.load_verdict(open_scope(store, rank=r), 50.0)

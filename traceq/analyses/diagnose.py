@@ -201,7 +201,8 @@ def _diagnosed(scope: Scope, min_gap_us: float) -> dict:
     from ..engine.rank_facts import rank_facts, scope_ranks
 
     ranks = scope_ranks(scope)
-    keys, kept = findings_cache.load_verdicts(scope, ranks, min_gap_us)
+    ids = findings_cache.rank_ids(scope, ranks)
+    keys, kept = findings_cache.load_verdicts(scope, ids, min_gap_us)
     todo = [r for r in ranks if kept[r] is None]
     facts = rank_facts(scope, min_gap_us) if todo else {}
     idle = gpu_idle_pcts(scope) if todo else {}
@@ -220,7 +221,7 @@ def _diagnosed(scope: Scope, min_gap_us: float) -> dict:
             verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
                            "gpu_idle_pct": idle.get(r), "stepped": rf.evidence.stepped,
                            "critical_path": path_row(st.facts)}
-            findings_cache.save(scope, keys[r], fs, verdict_row, "scope" if len(ranks) == 1 else r)
+            findings_cache.save(scope, keys[r], fs, verdict_row, ids[r])
         out[r] = {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
     return out
 

@@ -141,16 +141,26 @@ def load_verdict(scope, min_gap_us: float, rank="scope",
         return key, None
 
 
-def load_verdicts(scope, ranks: list[int], min_gap_us: float) -> tuple[dict, dict]:
-    """`load_verdict` of each rank of the scope alone (its own scope: `--rank R`, or the scope
-    itself when it has one rank), the code and the manifest read once: ({rank: key},
-    {rank: (verdict, findings) or None})."""
+def rank_ids(scope, ranks: list[int]) -> dict:
+    """{rank: the `rank` argument of `load_verdict`/`save` that names the scope of that rank
+    alone}: the scope itself when it is narrowed to one rank (`--rank`, a per-rank task) or
+    its run has one rank, else the rank (`open_scope(..., rank=r)`'s scope; never the
+    whole run's, whose findings are pooled over its ranks)."""
+    if scope.rank is not None:
+        return dict.fromkeys(ranks, "scope")
+    n = scope.con.execute("SELECT count(*) FROM runs WHERE run = $run", {"run": scope.run}).fetchone()[0]
+    return {r: "scope" if n == 1 else r for r in ranks}
+
+
+def load_verdicts(scope, ids: dict, min_gap_us: float) -> tuple[dict, dict]:
+    """`load_verdict` of each rank of the scope alone (`ids`: `rank_ids`), the code and the
+    manifest read once: ({rank: key}, {rank: (verdict, findings) or None})."""
     if not _kept_at(min_gap_us) or not _enabled():
-        return dict.fromkeys(ranks), dict.fromkeys(ranks)
+        return dict.fromkeys(ids), dict.fromkeys(ids)
     part = _run_part(scope)
     keys, kept = {}, {}
-    for r in ranks:
-        keys[r], kept[r] = load_verdict(scope, min_gap_us, "scope" if len(ranks) == 1 else r, part)
+    for r in ids:
+        keys[r], kept[r] = load_verdict(scope, min_gap_us, ids[r], part)
     return keys, kept
 
 
