@@ -280,7 +280,9 @@ def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.
     """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence, the
     findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}) and
     stepped (the rank has steps).
-    A run of several ranks on an executor: one task per rank (traceq.engine.per_rank)."""
+    Every rank of the scope in one pass (traceq.engine.rank_facts), each as the scope narrowed
+    to that rank alone gives it; a run of several ranks on an executor: a task per rank or
+    batch of ranks (traceq.engine.per_rank), each diagnosing its ranks in one pass."""
     if mapped(scope):
         outs = map_ranks(scope, rank_part, min_gap_us=min_gap_us)
         return pl.DataFrame([row for o in outs for row in o["rows"]], schema=schema())
