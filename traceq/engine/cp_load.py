@@ -96,7 +96,8 @@ def data_intervals(scope: Scope, data_pattern: str | None) -> dict[int, np.ndarr
 
 
 def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
-    """[(graph, steps frame)]: one graph per rank, or one joining all ranks (`joined`)."""
+    """(graph, steps frame) pairs, to iterate once: one graph per rank, or one joining all
+    ranks (`joined`)."""
     install_macros(scope.con)
     st = steps(scope)
     host = scope.df(load_sql("critical_path_host"))
@@ -110,17 +111,20 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
         inst = instances(scope, gpu) if len(ranks) > 1 else None
         g = cp_graph.build(host, gpu, st, mains, data, off, inst, waits)
         return [(g, st)]
-    out = []
-    # each rank's rows, split once (a filter per rank would read every rank's rows each time)
-    hs, gs, ss = (_by_rank(df) for df in (host, gpu, st))
+    return _each_rank(ranks, _by_rank(host), _by_rank(gpu), _by_rank(st), mains, data, waits)
+
+
+def _each_rank(ranks, hosts, gpus, steps_, mains, data, waits):
+    """Each rank's (graph, steps), built when the caller comes to it, its rows let go after:
+    one rank's graph is held at a time."""
     for r in ranks:
-        s = ss.get(r, st.clear())
-        out.append((cp_graph.build(hs.get(r, host.clear()), gs.get(r, gpu.clear()), s, mains, data, {r: 0}, None,
-                                   waits), s))
-    return out
+        s = steps_[0].pop(r, steps_[1])
+        yield cp_graph.build(hosts[0].pop(r, hosts[1]), gpus[0].pop(r, gpus[1]), s, mains, data, {r: 0}, None,
+                             waits), s
 
 
-def _by_rank(df: pl.DataFrame) -> dict:
-    """{rank: its rows of `df`, in order}."""
-    return {r: d for (r,), d in df.partition_by("rank", as_dict=True).items()} if df.height else {}
+def _by_rank(df: pl.DataFrame) -> tuple[dict, pl.DataFrame]:
+    """({rank: its rows of `df`, in order}, the empty frame of a rank without rows): split once
+    (a filter per rank would read every rank's rows each time)."""
+    return ({r: d for (r,), d in df.partition_by("rank", as_dict=True).items()} if df.height else {}), df.clear()
 
