@@ -28,6 +28,8 @@ FREE_MIN_NS = 1000
 SLOW_LAUNCH_NS = 1_000_000
 SLOW_LAUNCH_FACTOR = 100
 SLOW_ALLOC_NS = 50_000_000
+WARM_PARAMS = {"slow_launch_ns": SLOW_LAUNCH_NS, "slow_launch_factor": SLOW_LAUNCH_FACTOR,
+               "slow_alloc_ns": SLOW_ALLOC_NS}   # advice_warm.sql's parameters but the run
 # the columns of the stall gaps the facts read
 GAP_COLUMNS = ("rank", "device", "start_ns", "end_ns", "queued", "unattributed_ns")
 # the gaps' cause columns (stalls_gaps.sql), and the order start-up time is carved out of
@@ -204,7 +206,8 @@ def run_facts_by_rank(scope, stalls, per_rank: dict) -> dict:
         for row in mem.iter_rows(named=True):
             r = row["rank"]
             if r in gapped and int(per_rank[r].gaps["memory_ns"].sum()):
-                out[r].frees, out[r].allocs, out[r].reallocs = (int(row[c] or 0) for c in ("frees", "allocs", "reallocs"))
+                f = out[r]
+                f.frees, f.allocs, f.reallocs = (int(row[c] or 0) for c in ("frees", "allocs", "reallocs"))
     if any(f.comm_ops for f in out.values()):
         comm = scope.df(
             "SELECT g.rank, g.name, count(*) AS n, sum(g.end_ns - g.start_ns)::BIGINT AS ns, "
@@ -222,8 +225,7 @@ def run_facts_by_rank(scope, stalls, per_rank: dict) -> dict:
     gaps = _gaps(stalls)
     register_pl(con, "af_gaps", gaps)
     try:
-        warm = run_script(con, "advice_warm", {**params, "slow_launch_ns": SLOW_LAUNCH_NS,
-                                               "slow_launch_factor": SLOW_LAUNCH_FACTOR, "slow_alloc_ns": SLOW_ALLOC_NS})
+        warm = run_script(con, "advice_warm", {**params, **WARM_PARAMS})
     finally:
         con.unregister("af_gaps")
     warm_of = dict(_split(warm))

@@ -74,7 +74,8 @@ WITH ops AS (
     JOIN launch_iv l ON l.iid = x.iid
     GROUP BY ALL
 )
-SELECT CASE WHEN $by_rank THEN o.rank END AS rank, o.kind, o.name, o.identity, o.category, o.library, o.tensor_core, o.src_kind, o.dst_kind,
+SELECT CASE WHEN $by_rank THEN o.rank END AS rank,
+       o.kind, o.name, o.identity, o.category, o.library, o.tensor_core, o.src_kind, o.dst_kind,
        coalesce(f.in_zero_grad, false) AS in_zero_grad,
        coalesce(f.in_optimizer, false) AS in_optimizer,
        count(*) AS n, sum(o.dur_ns)::BIGINT AS dur_ns, coalesce(sum(o.bytes), 0)::BIGINT AS bytes
