@@ -11,8 +11,8 @@ import pytest
 from scoped import diagnose
 from test_fix_first import LATE_US, _churn_rank, _first_line, _host_bound_cnn
 
-import traceq.analyses.diagnose as diagnose_mod
 import traceq.analyses.stalls as stalls_mod
+import traceq.engine.rank_facts as rank_facts_mod   # diagnose's stall attribution, every rank at once
 import traceq.engine.stall_attribution as attribution_mod
 from traceq.analyses.registry import REGISTRY, compute
 from traceq.engine import findings_cache as cache
@@ -152,7 +152,7 @@ def test_diagnose_keeps_its_verdict_and_findings(store, monkeypatch):
     """diagnose at its defaults keeps its verdict with the findings: a second diagnose and the
     other analyses' "Fix first" line compute no stalls, and every value equals diagnose's
     computed without the cache (the second method)."""
-    calls, fix_calls = _count_stalls(monkeypatch, diagnose_mod), _count_stalls(monkeypatch)
+    calls, fix_calls = _count_stalls(monkeypatch, rank_facts_mod), _count_stalls(monkeypatch)
     first = diagnose(store).to_dicts()
     assert calls[0] == 1
     doc = json.loads(next((store / ".cache" / "findings").glob("*.json")).read_text())
@@ -172,7 +172,7 @@ def test_diagnose_after_the_findings_alone_computes_and_keeps_its_verdict(store,
     compute(REGISTRY["hotspots"], store)
     path = next((store / ".cache" / "findings").glob("*.json"))
     assert "verdict" not in json.loads(path.read_text())
-    calls = _count_stalls(monkeypatch, diagnose_mod)
+    calls = _count_stalls(monkeypatch, rank_facts_mod)
     row = diagnose(store).row(0, named=True)
     assert calls[0] == 1 and json.loads(path.read_text())["verdict"]["bound"] == row["bound"] == "host"
     diagnose(store)

@@ -115,11 +115,25 @@ def evidence_parts(scope) -> tuple[dict, pl.DataFrame]:
     counts and sums per kernel/copy group): both add up over ranks (merge_evidence)."""
     scope.ensure_steps()
     install_macros(scope.con)
-    return scope.df(load_sql("advice_run")).row(0, named=True), scope.df(load_sql("advice_ops"))
+    return (scope.df(load_sql("advice_run")).row(0, named=True),
+            scope.df(load_sql("advice_ops"), {"by_rank": False}).drop("rank"))
 
 
 def evidence_for(scope) -> Evidence:
     return _evidence(*evidence_parts(scope))
+
+
+def evidence_by_rank(scope) -> dict[int, Evidence]:
+    """The Evidence of each rank of the scope alone, in one pass over all of them
+    (queries/advice_run_ranks.sql, advice_ops.sql per rank): what `evidence_for` gives on
+    the scope narrowed to that rank."""
+    scope.ensure_steps()
+    install_macros(scope.con)
+    facts = scope.df(load_sql("advice_run_ranks"))
+    ops = scope.df(load_sql("advice_ops"), {"by_rank": True})
+    parts = {r: o.drop("rank") for (r,), o in ops.partition_by("rank", as_dict=True).items()}
+    empty = ops.clear().drop("rank")
+    return {f["rank"]: _evidence(f, parts.get(f["rank"], empty)) for f in facts.iter_rows(named=True)}
 
 
 def merge_evidence(parts: list[tuple[dict, pl.DataFrame]]) -> Evidence:

@@ -28,6 +28,8 @@ FREE_MIN_NS = 1000
 SLOW_LAUNCH_NS = 1_000_000
 SLOW_LAUNCH_FACTOR = 100
 SLOW_ALLOC_NS = 50_000_000
+WARM_PARAMS = {"slow_launch_ns": SLOW_LAUNCH_NS, "slow_launch_factor": SLOW_LAUNCH_FACTOR,
+               "slow_alloc_ns": SLOW_ALLOC_NS}   # advice_warm.sql's parameters but the run
 # the columns of the stall gaps the facts read
 GAP_COLUMNS = ("rank", "device", "start_ns", "end_ns", "queued", "unattributed_ns")
 # the gaps' cause columns (stalls_gaps.sql), and the order start-up time is carved out of
@@ -115,6 +117,11 @@ class RunFacts:
         return self.frees >= 2 and self.reallocs >= 2
 
 
+def memory_params(by_rank: bool) -> dict:
+    """The parameters of queries/advice_memory.sql but the run."""
+    return {"free": FREE, "free_min": FREE_MIN_NS, "slow_alloc": SLOW_ALLOC_NS, "by_rank": by_rank}
+
+
 def _gaps(stalls) -> pl.DataFrame:
     g = stalls.gaps
     if g.height == 0:
@@ -139,9 +146,9 @@ def run_facts(scope, stalls) -> RunFacts:
     gaps = _gaps(stalls)
     # the allocator calls matter only where the GPU idled in them (churn or first touch)
     if gaps.height and int(stalls.gaps["memory_ns"].sum()):
-        mem = run_script(con, "advice_memory", {**params, "free": FREE, "free_min": FREE_MIN_NS,
-                                                "slow_alloc": SLOW_ALLOC_NS})
-        f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
+        mem = run_script(con, "advice_memory", {**params, **memory_params(False)})
+        if mem.height:
+            f.frees, f.allocs, f.reallocs = (int(mem[c][0] or 0) for c in ("frees", "allocs", "reallocs"))
     if f.comm_ops:
         # per kernel name: launches, time, message bytes (gpu_ops.bytes of a collective: its
         # message size, when the trace gives it) and busbw_ns: Σ dur of the launches with a size,
@@ -168,7 +175,7 @@ def run_facts(scope, stalls) -> RunFacts:
         if f.late_ns("unattributed_ns"):
             register_pl(con, "af_gaps", f.gaps)
             try:
-                f.ranges = run_script(con, "advice_ranges", params)
+                f.ranges = run_script(con, "advice_ranges", {**params, "by_rank": False}).drop("rank")
             finally:
                 con.unregister("af_gaps")
         if f.warm.height:
@@ -176,6 +183,79 @@ def run_facts(scope, stalls) -> RunFacts:
             f.warm_calls = scope.df("SELECT name, count(*) AS n, sum(end_ns - start_ns)::BIGINT AS ns FROM aw_calls "
                                     "GROUP BY name ORDER BY ns DESC, name")
     return f
+
+
+def run_facts_by_rank(scope, stalls, per_rank: dict) -> dict:
+    """`run_facts` of each rank of the scope alone, in one pass over all of them: `stalls` the
+    scope's Stalls (every rank's gaps), `per_rank` {rank: that rank's Stalls}. Each query runs
+    once with the rank in its grouping and its rows are split by rank."""
+    from ..store import register_pl
+
+    con = scope.con
+    install_macros(con)
+    params = {"run": scope.run}
+    out = {r: RunFacts() for r in per_rank}
+    busy = run_script(con, "advice_busy", params)
+    for (r,), b in busy.partition_by("rank", as_dict=True).items():
+        if r in out:
+            for k in ("span_ns", "busy_ns", "comm_ns", "exposed_comm_ns", "comm_ops", "copy_ns", "exposed_copy_ns"):
+                setattr(out[r], k, int(b[k].sum() or 0))
+    gapped = [r for r, st in per_rank.items() if st.gaps.height]
+    if any(int(per_rank[r].gaps["memory_ns"].sum()) for r in gapped):
+        mem = run_script(con, "advice_memory", {**params, **memory_params(True)})
+        for row in mem.iter_rows(named=True):
+            r = row["rank"]
+            if r in gapped and int(per_rank[r].gaps["memory_ns"].sum()):
+                f = out[r]
+                f.frees, f.allocs, f.reallocs = (int(row[c] or 0) for c in ("frees", "allocs", "reallocs"))
+    if any(f.comm_ops for f in out.values()):
+        comm = scope.df(
+            "SELECT g.rank, g.name, count(*) AS n, sum(g.end_ns - g.start_ns)::BIGINT AS ns, "
+            "coalesce(sum(g.bytes), 0)::BIGINT AS bytes, count(g.bytes)::BIGINT AS sized, "
+            "coalesce(sum(g.end_ns - g.start_ns) FILTER (g.bytes IS NOT NULL), 0)::BIGINT AS sized_ns, "
+            "max(g.group_size)::BIGINT AS group_size FROM gpu_ops g "
+            "JOIN scope_window w ON w.rank = g.rank WHERE g.run = $run AND g.category = 'communication' "
+            "AND g.kind = 'kernel' AND (w.lo_ns IS NULL OR (g.start_ns >= w.lo_ns AND g.start_ns < w.hi_ns)) "
+            "GROUP BY g.rank, g.name ORDER BY g.rank, ns DESC, g.name")
+        for (r,), d in comm.partition_by("rank", as_dict=True).items():
+            if r in out and out[r].comm_ops:
+                out[r].comm_kernels = d.drop("rank")
+    if not gapped:
+        return out
+    gaps = _gaps(stalls)
+    register_pl(con, "af_gaps", gaps)
+    try:
+        warm = run_script(con, "advice_warm", {**params, **WARM_PARAMS})
+    finally:
+        con.unregister("af_gaps")
+    warm_of = dict(_split(warm))
+    carved = dict(_split(carve_warm(stalls.gaps, warm)))
+    for r in gapped:
+        out[r].warm = warm_of.get(r, warm.clear())
+        out[r].gaps = carved[r]
+    late = [r for r in gapped if out[r].late_ns("unattributed_ns")]
+    if late:
+        register_pl(con, "af_gaps", pl.concat([out[r].gaps for r in late]))
+        try:
+            ranges = run_script(con, "advice_ranges", {**params, "by_rank": True})
+        finally:
+            con.unregister("af_gaps")
+        of = dict(_split(ranges))
+        for r in late:
+            out[r].ranges = of[r].drop("rank") if r in of else ranges.clear().drop("rank")
+    if warm.height:
+        calls = scope.df("SELECT rank, name, count(*) AS n, sum(end_ns - start_ns)::BIGINT AS ns FROM aw_calls "
+                         "GROUP BY rank, name ORDER BY rank, ns DESC, name")
+        of = dict(_split(calls))
+        for r in gapped:
+            if out[r].warm.height:
+                out[r].warm_calls = of[r].drop("rank") if r in of else calls.clear().drop("rank")
+    return out
+
+
+def _split(df: pl.DataFrame):
+    """(rank, its rows) of a frame with a rank column, in the frame's order."""
+    return ((r, d) for (r,), d in df.partition_by("rank", as_dict=True).items())
 
 
 def _sum_named(frames: list[pl.DataFrame], key: str, sums: tuple[str, ...], by: str,

@@ -45,7 +45,7 @@ from ..engine import findings_cache
 from ..engine.path_facts import with_path
 from ..engine.per_rank import map_ranks, mapped
 from ..engine.scope import Scope, open_scope
-from ..engine.stall_attribution import DEFAULT_MIN_GAP_US, stalls_scoped
+from ..engine.stall_attribution import DEFAULT_MIN_GAP_US
 from ..engine.truncation import cut_words, truncation
 from ..lazy import polars as pl
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result
@@ -191,28 +191,50 @@ def bound_words(bound: str, share: float) -> str:
     return f"{bound}-bound ({share:.1f} %)"
 
 
-def _diagnosed(one: Scope, min_gap_us: float) -> dict:
-    """bound, bound_share_pct, evidence, findings and stepped of a one-rank scope. At the
-    default minimum gap they are kept beside the store with the scope's findings (the
-    `run_findings` of the other analyses' "Fix first" line: the same findings) and read
-    from there while the run and the code are unchanged (traceq.engine.findings_cache)."""
-    key, kept = findings_cache.load_verdict(one, min_gap_us)
-    if kept is not None:
-        verdict_row, fs = kept
-    else:
-        st = stalls_scoped(one, min_gap_us)
-        st.facts = with_path(one, run_facts(one, st))
-        bound, share, ev = verdict(st, st.facts, truncation(one))
-        facts = evidence_for(one)
-        fs = findings(one, st, facts)
-        eff = efficiency(one) if bound == "gpu" else None
-        if eff is not None:
-            ev += "; " + efficiency_words(eff)
-        verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
-                       "gpu_idle_pct": _gpu_idle_pct(one), "stepped": facts.stepped,
-                       "critical_path": path_row(st.facts)}
-        findings_cache.save(one, key, fs, verdict_row)
-    return {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
+def _diagnosed(scope: Scope, min_gap_us: float) -> dict:
+    """{rank: bound, bound_share_pct, evidence, findings and stepped} of every rank of the
+    scope, each as the scope narrowed to that rank gives them, computed for all ranks in one
+    pass (traceq.engine.rank_facts). At the default minimum gap they are kept beside the
+    store per rank with the rank's findings (the `run_findings` of the other analyses' "Fix
+    first" line: the same findings) and read from there while the run and the code are
+    unchanged (traceq.engine.findings_cache)."""
+    from ..engine.rank_facts import rank_facts, scope_ranks
+
+    ranks = scope_ranks(scope)
+    ids = findings_cache.rank_ids(scope, ranks)
+    keys, kept = findings_cache.load_verdicts(scope, ids, min_gap_us)
+    todo = [r for r in ranks if kept[r] is None]
+    facts = rank_facts(scope, min_gap_us) if todo else {}
+    idle = gpu_idle_pcts(scope) if todo else {}
+    out = {}
+    for r in ranks:
+        if kept[r] is not None:
+            verdict_row, fs = kept[r]
+        else:
+            rf = facts[r]
+            st = rf.stalls
+            bound, share, ev = verdict(st, st.facts, rf.truncated)
+            fs = findings(scope, st, rf.evidence)
+            eff = _efficiency_of(scope, r, len(ranks)) if bound == "gpu" else None
+            if eff is not None:
+                ev += "; " + efficiency_words(eff)
+            verdict_row = {"bound": bound, "bound_share_pct": round(share, 2), "evidence": ev,
+                           "gpu_idle_pct": idle.get(r), "stepped": rf.evidence.stepped,
+                           "critical_path": path_row(st.facts)}
+            findings_cache.save(scope, keys[r], fs, verdict_row, ids[r])
+        out[r] = {**verdict_row, "findings": [f.as_dict() for f in fs], "also_seen": [f.as_dict() for f in fs.also]}
+    return out
+
+
+def _efficiency_of(scope: Scope, rank: int, ranks: int) -> dict | None:
+    """`efficiency` of one rank of the scope (the scope itself when it has one rank)."""
+    if ranks == 1:
+        return efficiency(scope)
+    one = open_scope(scope.store, scope.run, rank, scope.steps, scope.step_pattern, scope.skip_first)
+    try:
+        return efficiency(one)
+    finally:
+        one.con.close()
 
 
 def efficiency(one: Scope) -> dict | None:
@@ -245,30 +267,26 @@ def efficiency_words(eff: dict) -> str:
     return "; ".join(parts)
 
 
-def _gpu_idle_pct(one: Scope) -> float | None:
-    """summary's idle_pct of the one-rank scope (None without GPU ops or with a zero span)."""
+def gpu_idle_pcts(scope: Scope) -> dict:
+    """summary's idle_pct of each rank of the scope ({rank: %, rounded to 4 places}; None, or
+    no entry, without GPU ops or with a zero span)."""
     from .summary import summary_scoped
 
-    df = summary_scoped(one)
-    if not df.height or df["idle_pct"][0] is None:
-        return None
-    return round(float(df["idle_pct"][0]), 4)
+    df = summary_scoped(scope)
+    return {int(r): (None if v is None else round(float(v), 4)) for r, v in df.select("rank", "idle_pct").iter_rows()}
 
 
 def diagnose_scoped(scope: Scope, min_gap_us: float = DEFAULT_MIN_GAP_US) -> pl.DataFrame:
     """One row per rank of the scope: run, rank, bound, bound_share_pct, evidence, the
     findings (list of {id, category, evidence, gpu_ms, est_gain_ms_per_step, advice}) and
     stepped (the rank has steps).
-    A run of several ranks on an executor: one task per rank (traceq.engine.per_rank)."""
+    Every rank of the scope in one pass (traceq.engine.rank_facts), each as the scope narrowed
+    to that rank alone gives it; a run of several ranks on an executor: a task per rank or
+    batch of ranks (traceq.engine.per_rank), each diagnosing its ranks in one pass."""
     if mapped(scope):
         outs = map_ranks(scope, rank_part, min_gap_us=min_gap_us)
         return pl.DataFrame([row for o in outs for row in o["rows"]], schema=schema())
-    ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
-    rows = []
-    for r in ranks:
-        one = scope if len(ranks) == 1 else open_scope(scope.store, scope.run, r, scope.steps,
-                                                       scope.step_pattern, scope.skip_first)
-        rows.append({"run": scope.run, "rank": r, **_diagnosed(one, min_gap_us)})
+    rows = [{"run": scope.run, "rank": r, **d} for r, d in _diagnosed(scope, min_gap_us).items()]
     return pl.DataFrame(rows, schema=schema())
 
 
@@ -289,7 +307,8 @@ def _path_clause(cp: dict | None) -> str:
 
 
 def rank_part(scope: Scope, min_gap_us: float) -> dict:
-    """The verdict and findings of every rank of a batch (a task of the per-rank map)."""
+    """The verdicts and findings of every rank of the scope (a task of the per-rank map: one
+    rank, or a batch of ranks diagnosed in one pass): {"rows": [row per rank]}."""
     return {"rows": diagnose_scoped(scope, min_gap_us).to_dicts()}
 
 

@@ -96,9 +96,8 @@ def data_intervals(scope: Scope, data_pattern: str | None) -> dict[int, np.ndarr
 
 
 def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
-    """(graph, steps frame) pairs, made one at a time: one graph per rank, or one joining all
-    ranks (`joined`). A rank's graph is built when the caller asks for it and can be freed
-    before the next one is built: a run of hundreds of ranks never holds every graph at once."""
+    """(graph, steps frame) pairs, to iterate once: one graph per rank, or one joining all
+    ranks (`joined`)."""
     install_macros(scope.con)
     st = steps(scope)
     host = scope.df(load_sql("critical_path_host"))
@@ -110,18 +109,22 @@ def graphs(scope: Scope, joined: bool, data_pattern: str | None = None):
     if joined:
         off = offsets(scope, ranks)
         inst = instances(scope, gpu) if len(ranks) > 1 else None
-        yield cp_graph.build(host, gpu, st, mains, data, off, inst, waits), st
-        return
-    # each rank's rows, split once (a filter per rank would read every rank's rows each time)
-    empty = (host.clear(), gpu.clear(), st.clear())
-    hs, gs, ss = (_by_rank(df) for df in (host, gpu, st))
-    host = gpu = None   # the split frames hold the rows; each rank's are dropped once built
+        g = cp_graph.build(host, gpu, st, mains, data, off, inst, waits)
+        return [(g, st)]
+    return _each_rank(ranks, _by_rank(host), _by_rank(gpu), _by_rank(st), mains, data, waits)
+
+
+def _each_rank(ranks, hosts, gpus, steps_, mains, data, waits):
+    """Each rank's (graph, steps), built when the caller comes to it, its rows let go after:
+    one rank's graph is held at a time."""
     for r in ranks:
-        h, gg, s = hs.pop(r, empty[0]), gs.pop(r, empty[1]), ss.pop(r, empty[2])
-        yield cp_graph.build(h, gg, s, mains, data, {r: 0}, None, waits), s
+        s = steps_[0].pop(r, steps_[1])
+        yield cp_graph.build(hosts[0].pop(r, hosts[1]), gpus[0].pop(r, gpus[1]), s, mains, data, {r: 0}, None,
+                             waits), s
 
 
-def _by_rank(df: pl.DataFrame) -> dict:
-    """{rank: its rows of `df`, in order}."""
-    return {r: d for (r,), d in df.partition_by("rank", as_dict=True, maintain_order=True).items()} if df.height else {}
+def _by_rank(df: pl.DataFrame) -> tuple[dict, pl.DataFrame]:
+    """({rank: its rows of `df`, in order}, the empty frame of a rank without rows): split once
+    (a filter per rank would read every rank's rows each time)."""
+    return ({r: d for (r,), d in df.partition_by("rank", as_dict=True).items()} if df.height else {}), df.clear()
 

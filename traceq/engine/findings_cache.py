@@ -48,21 +48,29 @@ def _code_fingerprint() -> str:
     return _code
 
 
-def _scope_id(scope) -> str:
-    return json.dumps([scope.run, scope.rank, scope.steps, scope.step_pattern, scope.skip_first])
+def _scope_id(scope, rank="scope") -> str:
+    """The scope's id; with `rank`, that of the scope narrowed to that one rank (`--rank`)."""
+    return json.dumps([scope.run, scope.rank if rank == "scope" else rank, scope.steps, scope.step_pattern,
+                       scope.skip_first])
 
 
-def _path(scope) -> Path:
-    name = hashlib.sha256(_scope_id(scope).encode()).hexdigest()[:32]
+def _path(scope, rank="scope") -> Path:
+    name = hashlib.sha256(_scope_id(scope, rank).encode()).hexdigest()[:32]
     return Path(scope.store.path) / CACHE_DIR / f"{name}.json"
 
 
-def _key(scope) -> str:
+def _run_part(scope) -> tuple[bytes, bytes]:
+    """What every key of the run shares: the code and the run's manifest rows."""
     rows = scope.con.execute("SELECT * FROM runs WHERE run = $run ORDER BY rank",
                              {"run": scope.run}).fetchall()
-    h = hashlib.sha256(_code_fingerprint().encode())
-    h.update(_scope_id(scope).encode())
-    h.update(repr(rows).encode())
+    return _code_fingerprint().encode(), repr(rows).encode()
+
+
+def _key(scope, rank="scope", run_part: tuple[bytes, bytes] | None = None) -> str:
+    code, rows = _run_part(scope) if run_part is None else run_part
+    h = hashlib.sha256(code)
+    h.update(_scope_id(scope, rank).encode())
+    h.update(rows)
     return h.hexdigest()
 
 
@@ -78,13 +86,14 @@ def _enabled() -> bool:
     return os.environ.get("TRACEQ_FINDINGS_CACHE", "1").strip() != "0"
 
 
-def _read(scope) -> tuple[str | None, dict | None]:
-    """(the scope's key, its kept document when the key matches, else None)."""
+def _read(scope, rank="scope", run_part: tuple[bytes, bytes] | None = None) -> tuple[str | None, dict | None]:
+    """(the scope's key, its kept document when the key matches, else None); with `rank`, of
+    the scope narrowed to that rank."""
     if not _enabled():
         return None, None
-    key = _key(scope)
+    key = _key(scope, rank, run_part)
     try:
-        doc = json.loads(_path(scope).read_text())
+        doc = json.loads(_path(scope, rank).read_text())
         return key, (doc if isinstance(doc, dict) and doc.get("key") == key else None)
     except (OSError, ValueError):
         return key, None
@@ -110,13 +119,15 @@ def load(scope, stalls=None) -> tuple[str | None, list[Finding] | None]:
         return key, None
 
 
-def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list[Finding]] | None]:
+def load_verdict(scope, min_gap_us: float, rank="scope",
+                 run_part: tuple[bytes, bytes] | None = None) -> tuple[str | None, tuple[dict, list[Finding]] | None]:
     """(the scope's key, (its kept `traceq diagnose` verdict, its findings) or None): the
     verdict is kept only by diagnose, at its default minimum gap (`save(..., verdict=)`);
-    (None, None) with the cache off or another minimum gap."""
+    (None, None) with the cache off or another minimum gap. With `rank`: of the scope
+    narrowed to that rank (`open_scope(..., rank=rank)`'s), `run_part` its run's (`load_verdicts`)."""
     if not _kept_at(min_gap_us):
         return None, None
-    key, doc = _read(scope)
+    key, doc = _read(scope, rank, run_part)
     try:
         if doc is None or not isinstance(doc.get("verdict"), dict):
             return key, None
@@ -130,12 +141,36 @@ def load_verdict(scope, min_gap_us: float) -> tuple[str | None, tuple[dict, list
         return key, None
 
 
-def save(scope, key: str | None, fs: list[Finding], verdict: dict | None = None) -> None:
+def rank_ids(scope, ranks: list[int]) -> dict:
+    """{rank: the `rank` argument of `load_verdict`/`save` that names the scope of that rank
+    alone}: the scope itself when it is narrowed to one rank (`--rank`, a per-rank task) or
+    its run has one rank, else the rank (`open_scope(..., rank=r)`'s scope; never the
+    whole run's, whose findings are pooled over its ranks)."""
+    if scope.rank is not None:
+        return dict.fromkeys(ranks, "scope")
+    n = scope.con.execute("SELECT count(*) FROM runs WHERE run = $run", {"run": scope.run}).fetchone()[0]
+    return {r: "scope" if n == 1 else r for r in ranks}
+
+
+def load_verdicts(scope, ids: dict, min_gap_us: float) -> tuple[dict, dict]:
+    """`load_verdict` of each rank of the scope alone (`ids`: `rank_ids`), the code and the
+    manifest read once: ({rank: key}, {rank: (verdict, findings) or None})."""
+    if not _kept_at(min_gap_us) or not _enabled():
+        return dict.fromkeys(ids), dict.fromkeys(ids)
+    part = _run_part(scope)
+    keys, kept = {}, {}
+    for r in ids:
+        keys[r], kept[r] = load_verdict(scope, min_gap_us, ids[r], part)
+    return keys, kept
+
+
+def save(scope, key: str | None, fs: list[Finding], verdict: dict | None = None, rank="scope") -> None:
     """Keep the scope's findings (and diagnose's verdict: bound, bound_share_pct, evidence,
-    stepped) under `key` (None: the cache is off)."""
+    stepped) under `key` (None: the cache is off); with `rank`, those of the scope narrowed to
+    that rank."""
     if key is None:
         return
-    path = _path(scope)
+    path = _path(scope, rank)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

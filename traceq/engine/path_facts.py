@@ -40,6 +40,66 @@ def path_facts(scope):
     return PathFacts(len(steps), covered_ns(steps), ns, gpu_extent_ns(scope))
 
 
+def path_facts_by_rank(scope) -> dict:
+    """`path_facts` of each rank of the scope alone ({rank: PathFacts or None}): the counts
+    in one query, the paths of every rank that gets one in one `run_paths`, each rank's steps
+    then summed apart (a path is each rank's own: the same as the rank alone). When a rank
+    is over MAX_EVENTS or the walk fails, each rank's path is computed on its own scope."""
+    from ..advice.bound import PathFacts
+    from .scope import open_scope
+
+    scope.ensure_steps()
+    counts = scope.df("""
+        WITH h AS (SELECT rank, count(*) AS n FROM host_ops WHERE run = $run GROUP BY rank),
+             g AS (SELECT rank, count(*) AS n FROM gpu_ops WHERE run = $run GROUP BY rank),
+             s AS (SELECT rank, count(*) AS n FROM scope_steps GROUP BY rank)
+        SELECT w.rank, coalesce(h.n, 0) + coalesce(g.n, 0) AS n, coalesce(s.n, 0) AS steps,
+               coalesce(g.n, 0) AS gpu
+        FROM scope_window w LEFT JOIN h ON h.rank = w.rank LEFT JOIN g ON g.rank = w.rank
+        LEFT JOIN s ON s.rank = w.rank ORDER BY w.rank""", {"run": scope.run})
+    out = dict.fromkeys(counts["rank"].to_list())
+    want = {r: n for r, n, st, g in counts.iter_rows() if st and g}
+    if not want:
+        return out
+    try:
+        if max(want.values()) > MAX_EVENTS:
+            raise OverflowError
+        from .critical_path import run_paths   # (NumPy: only for a path)
+
+        steps = run_paths(scope, detail=False)["steps"]
+        extent = gpu_extents(scope)
+    except Exception:   # noqa: BLE001 - each rank on its own, as path_facts would
+        for r in want:
+            one = open_scope(scope.store, scope.run, r, scope.steps, scope.step_pattern, scope.skip_first)
+            try:
+                out[r] = path_facts(one)
+            finally:
+                one.con.close()
+        return out
+    for r in want:
+        mine = [s for s in steps if s["rank"] == r]
+        ns: dict = {}
+        for s in mine:
+            for b, v in (s.get("bounds") or {}).items():
+                ns[b] = ns.get(b, 0) + int(v)
+        if mine and sum(ns.values()):
+            out[r] = PathFacts(len(mine), covered_ns(mine), ns, extent.get(r, 0))
+    return out
+
+
+def gpu_extents(scope) -> dict:
+    """`gpu_extent_ns` of each rank of the scope alone ({rank: ns}; {} when unknown)."""
+    try:
+        df = scope.df("""SELECT g.rank, min(g.start_ns) AS lo, max(g.end_ns) AS hi
+                         FROM gpu_ops g JOIN scope_window w ON g.rank = w.rank
+                         WHERE g.run = $run AND (w.lo_ns IS NULL OR g.end_ns > w.lo_ns)
+                           AND (w.hi_ns IS NULL OR g.start_ns < w.hi_ns)
+                         GROUP BY g.rank""", {"run": scope.run})
+    except Exception:   # noqa: BLE001 - then the verdict compares with its own GPU span
+        return {}
+    return {r: int(max(0, (h or 0) - (lo or 0))) for r, lo, h in df.iter_rows()}
+
+
 def has_steps_and_gpu(scope) -> bool:
     """The path weighs a verdict of GPU work over steps: a scope without GPU ops, or without
     steps (ProfilerStep#N, --step-pattern regions, timer BATCH, DataLoader iterations: a trace

@@ -24,6 +24,17 @@ def truncation(scope: Scope) -> str | None:
     return "; ".join(w if rows.height == 1 else f"rank {rank}: {w}" for rank, w in cut)
 
 
+def truncation_by_rank(scope: Scope) -> dict[int, str | None]:
+    """`truncation` of each rank of the scope alone (one query)."""
+    rows = scope.df("SELECT w.rank, m.warnings FROM scope_window w LEFT JOIN runs m ON m.rank = w.rank "
+                    "AND m.run = $run ORDER BY w.rank")
+    out = {}
+    for r in rows.iter_rows(named=True):
+        cut = [w.split(";")[0] for w in json.loads(r["warnings"] or "[]") if w.startswith(TRUNCATED_WARNING)]
+        out[r["rank"]] = "; ".join(cut) if cut else None
+    return out
+
+
 def cut_words(cut: str) -> str:
     """A scope without GPU ops whose trace file was cut (`truncation`), in words."""
     return f"the trace file was truncated ({cut}): its GPU events may be missing"

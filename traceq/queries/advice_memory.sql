@@ -12,10 +12,11 @@
 --   reallocs    allocations that start after the rank's first free: memory given back and
 --               taken again
 --
--- Parameters: $run (text), $free (regex), $free_min, $slow_alloc (ns). Requires scope_window
--- and the macros of host_api.py.
+-- Parameters: $run (text), $free (regex), $free_min, $slow_alloc (ns), $by_rank (boolean: a
+-- row per rank with allocator calls; false: one row over the scope, rank null, no row when
+-- the scope has no allocator call). Requires scope_window and the macros of host_api.py.
 --
--- Output columns (one row): frees, allocs, reallocs.
+-- Output columns: rank (null unless $by_rank), frees, allocs, reallocs.
 WITH m AS (
     SELECT h.rank, h.start_ns, regexp_matches(h.name, $free) AS gives,
            h.end_ns - h.start_ns BETWEEN $free_min AND $slow_alloc AS real
@@ -25,7 +26,9 @@ WITH m AS (
 ), first_free AS (
     SELECT rank, min(start_ns) AS t FROM m WHERE gives AND real GROUP BY rank
 )
-SELECT count(*) FILTER (gives AND real)             AS frees,
+SELECT CASE WHEN $by_rank THEN rank END          AS rank,
+       count(*) FILTER (gives AND real)             AS frees,
        count(*) FILTER (NOT gives)                  AS allocs,
        count(*) FILTER (NOT gives AND m.start_ns > ff.t) AS reallocs
 FROM m LEFT JOIN first_free ff USING (rank)
+GROUP BY 1 ORDER BY 1

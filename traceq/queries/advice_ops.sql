@@ -10,11 +10,13 @@
 -- annotations, NVTX ranges). Ops without a launching call (nsys/Kineto without host
 -- records) have both flags false.
 --
--- Parameters: $run (text). Requires scope_window and the macros of intervals.sql
+-- Parameters: $run (text), $by_rank (boolean: the groups per rank; false: over the scope's
+-- ranks, rank null). Requires scope_window and the macros of intervals.sql
 -- (traceq.queries.install_macros).
 --
 -- Output columns (one row per distinct (kind, name, category, library, src_kind, dst_kind,
 -- in_zero_grad, in_optimizer): the ops grouped, so the rules stay cheap on big traces):
+--   rank                         the rank with $by_rank, else null
 --   kind, name, identity, category, library   the ops (identity and library:
 --                                traceq.kernels.identity; category: traceq.rules.categories)
 --   tensor_core                  the kernel runs on tensor/matrix cores by its name
@@ -72,7 +74,8 @@ WITH ops AS (
     JOIN launch_iv l ON l.iid = x.iid
     GROUP BY ALL
 )
-SELECT o.kind, o.name, o.identity, o.category, o.library, o.tensor_core, o.src_kind, o.dst_kind,
+SELECT CASE WHEN $by_rank THEN o.rank END AS rank,
+       o.kind, o.name, o.identity, o.category, o.library, o.tensor_core, o.src_kind, o.dst_kind,
        coalesce(f.in_zero_grad, false) AS in_zero_grad,
        coalesce(f.in_optimizer, false) AS in_optimizer,
        count(*) AS n, sum(o.dur_ns)::BIGINT AS dur_ns, coalesce(sum(o.bytes), 0)::BIGINT AS bytes

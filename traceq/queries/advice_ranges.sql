@@ -14,10 +14,12 @@
 -- `*` (ensure_layer_12_weights and ensure_layer_13_weights are one range,
 -- `ensure_layer_*_weights`; numbers inside words, like h2d, stay).
 --
--- Parameters: $run (text). Requires af_gaps (the gaps, start-up carved out), scope_window
+-- Parameters: $run (text), $by_rank (boolean: per rank; false: over the scope's ranks, rank
+-- null). Requires af_gaps (the gaps, start-up carved out), scope_window
 -- and the macros of framework_macros.sql and host_api.py.
 --
 -- Output columns (one row per range name, most idle first):
+--   rank       the rank with $by_rank, else null
 --   range      the region name, digits as `*`
 --   idle_ns    unexplained idle time inside it, ns
 --   gaps       gaps attributed to it
@@ -40,7 +42,8 @@ WITH late AS (
            row_number() OVER (PARTITION BY g.rank, g.start_ns, g.end_ns ORDER BY r.depth DESC, r.start_ns DESC, r.name) AS k
     FROM late g JOIN ranges r ON r.rank = g.rank AND r.start_ns <= g.mid_ns AND r.end_ns > g.mid_ns
 )
-SELECT regexp_replace(name, '(^|[^A-Za-z0-9])[0-9]+', '\1*', 'g') AS range, sum(unattributed_ns)::BIGINT AS idle_ns,
+SELECT CASE WHEN $by_rank THEN rank END AS rank,
+       regexp_replace(name, '(^|[^A-Za-z0-9])[0-9]+', '\1*', 'g') AS range, sum(unattributed_ns)::BIGINT AS idle_ns,
        count(*) AS gaps, count(DISTINCT (rank, name, r_start)) AS instances
 FROM hit WHERE k = 1
-GROUP BY 1 ORDER BY idle_ns DESC, range
+GROUP BY 1, 2 ORDER BY rank, idle_ns DESC, range

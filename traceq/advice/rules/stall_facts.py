@@ -47,6 +47,21 @@ def host_calls(scope, where: str, stalls=None) -> pl.DataFrame:
         "GROUP BY h.name ORDER BY ns DESC, h.name")
 
 
+def host_calls_by_rank(scope, where: str) -> dict[int, pl.DataFrame]:
+    """`host_calls(scope narrowed to the rank, where)` of each rank of the scope, in one query
+    (a rank without such calls: an empty frame)."""
+    install_macros(scope.con)
+    df = scope.df(
+        "SELECT h.rank, h.name, count(*) AS n, sum(h.end_ns - h.start_ns)::BIGINT AS ns FROM host_ops h "
+        "JOIN scope_window w ON w.rank = h.rank WHERE h.run = $run AND (" + where + ") "
+        "AND (w.lo_ns IS NULL OR (h.start_ns >= w.lo_ns AND h.start_ns < w.hi_ns)) "
+        "GROUP BY h.rank, h.name ORDER BY h.rank, ns DESC, h.name")
+    ranks = [r[0] for r in scope.con.execute("SELECT rank FROM scope_window ORDER BY rank").fetchall()]
+    parts = {r: d.drop("rank") for (r,), d in df.partition_by("rank", as_dict=True).items()}
+    empty = df.clear().drop("rank")
+    return {r: parts.get(r, empty) for r in ranks}
+
+
 def calls_text(calls: pl.DataFrame, n: int = 3) -> str:
     parts = [f"{r['name']} ×{r['n']:,} ({r['ns'] / 1e6:,.2f} ms host)" for r in calls.head(n).iter_rows(named=True)]
     return ", ".join(parts) + (f" and {calls.height - n} more" if calls.height > n else "")
