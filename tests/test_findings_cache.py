@@ -133,9 +133,12 @@ def test_off_with_the_environment_variable(store, monkeypatch):
 
 
 def test_a_run_mapped_over_its_ranks_reads_them_and_its_tasks_skip_the_stalls(tmp_path, monkeypatch):
-    """Two ranks analysed as a map (--jobs 1: the tasks in this process). The first analysis
-    computes each rank's stalls (2 calls) and keeps the findings; the next one's tasks skip
-    them and its line is the same."""
+    """Two ranks analysed as a map (--jobs 1: the tasks in this process; a batch per rank). The
+    first analysis computes each batch's stalls (2 calls) and keeps the findings; the next
+    one's tasks skip them and its line is the same."""
+    from traceq.engine import per_rank
+
+    monkeypatch.setattr(per_rank, "BATCH_EVENTS", 1)   # batches of one rank each
     store = tmp_path / "s"
     for rank in (0, 1):
         ingest([_churn_rank(3).write(tmp_path / f"r{rank}.pt.trace.json.gz")], store=store, run="ddp", rank=rank,
