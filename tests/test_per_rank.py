@@ -43,7 +43,7 @@ def _no_findings_cache(monkeypatch):
 CASES = [("summary", {}), ("summary", {"window": "hta"}),
          ("overlap", {}), ("overlap", {"by": "step"}), ("overlap", {"by": "across", "window": "hta"}),
          ("breakdown", {}), ("breakdown", {"by": "annotation"}), ("breakdown", {"by": "timer"}),
-         ("stalls", {}), ("stalls", {"min_gap_us": 5.0, "data_pattern": "optimizer"})]
+         ("stalls", {}), ("stalls", {"min_gap_us": 5.0, "data_pattern": "optimizer"}), ("overview", {})]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,8 @@ def _assert_same(whole, mapped, name: str) -> None:
 
 
 # one case per analysis, for the executors that start processes (keeps the suite fast)
-CORE = [("summary", {"window": "hta"}), ("overlap", {"by": "step"}), ("breakdown", {}), ("stalls", {})]
+CORE = [("summary", {"window": "hta"}), ("overlap", {"by": "step"}), ("breakdown", {}), ("stalls", {}),
+        ("overview", {})]
 
 
 def _check_all(store, cases=CASES, **ex) -> None:

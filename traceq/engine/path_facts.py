@@ -114,15 +114,7 @@ def has_steps_and_gpu(scope) -> bool:
 def gpu_extent_ns(scope) -> int:
     """Σ per rank of first GPU op start -> last GPU op end in the scope's window (all devices
     together: the wall time the steps should cover); 0 when unknown."""
-    try:
-        df = scope.df("""SELECT g.rank, min(g.start_ns) AS lo, max(g.end_ns) AS hi
-                         FROM gpu_ops g JOIN scope_window w ON g.rank = w.rank
-                         WHERE g.run = $run AND (w.lo_ns IS NULL OR g.end_ns > w.lo_ns)
-                           AND (w.hi_ns IS NULL OR g.start_ns < w.hi_ns)
-                         GROUP BY g.rank""", {"run": scope.run})
-    except Exception:   # noqa: BLE001 - then the verdict compares with its own GPU span
-        return 0
-    return int(sum(max(0, (h or 0) - (lo or 0)) for lo, h in zip(df["lo"].to_list(), df["hi"].to_list())))
+    return sum(gpu_extents(scope).values())
 
 
 def covered_ns(steps: list[dict]) -> int:

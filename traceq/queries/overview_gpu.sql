@@ -16,6 +16,8 @@
 --   tensor_core_pct        = 100 · time of the kernels gpu_ops.tensor_core marks / time of
 --                            all kernels, inside the window (traceq's classifier,
 --                            traceq/kernels/tensor_cores.py); null without kernels there
+-- Blocks per SM and occupancies are added up as exact integers (millionths), so the result
+-- does not depend on the order of the additions (one pass or a map over batches of ranks).
 --
 -- Requires: ov_steps(rank, step, idx, start_ns, end_ns) and ov_kernels(rank, device,
 -- start_ns, end_ns, blocks_per_sm, est_occupancy_pct, tensor_core) (traceq.analyses.overview).
@@ -40,9 +42,13 @@ WITH busy AS (
     FROM iv_union(ov_kernel_iv) u JOIN ov_window w ON w.rank = u.key.rank
     GROUP BY ALL
 ), edges AS (
-    SELECT rank, device, start_ns AS t, blocks_per_sm AS v FROM ov_kernels WHERE blocks_per_sm > 0
+    -- blocks per SM in millionths (exact integers: the sums below do not depend on the order
+    -- DuckDB adds them in, so one pass over every rank and a map over batches agree to the bit)
+    SELECT rank, device, start_ns AS t, round(blocks_per_sm * 1e6)::BIGINT AS v FROM ov_kernels
+    WHERE round(blocks_per_sm * 1e6) > 0
     UNION ALL
-    SELECT rank, device, end_ns, -blocks_per_sm FROM ov_kernels WHERE blocks_per_sm > 0
+    SELECT rank, device, end_ns, -round(blocks_per_sm * 1e6)::BIGINT FROM ov_kernels
+    WHERE round(blocks_per_sm * 1e6) > 0
 ), at_t AS (
     SELECT rank, device, t, sum(v) AS v FROM edges GROUP BY ALL
 ), level AS (
@@ -51,10 +57,10 @@ WITH busy AS (
     FROM at_t
 ), sm AS (
     SELECT l.rank, l.device,
-           sum(least(l.v, 1.0) * (least(l.t_next, w.hi_ns) - greatest(l.t, w.lo_ns))) AS weighted,
+           sum(least(l.v, 1000000)::HUGEINT * (least(l.t_next, w.hi_ns) - greatest(l.t, w.lo_ns))) AS weighted,
            count(*) AS n
     FROM level l JOIN ov_window w ON w.rank = l.rank
-    WHERE l.v > 1e-12 AND least(l.t_next, w.hi_ns) > greatest(l.t, w.lo_ns)
+    WHERE l.v > 0 AND least(l.t_next, w.hi_ns) > greatest(l.t, w.lo_ns)
     GROUP BY ALL
 ), clipped AS (
     SELECT k.rank, k.device, k.est_occupancy_pct, k.tensor_core,
@@ -62,7 +68,8 @@ WITH busy AS (
     FROM ov_kernels k JOIN ov_window w ON w.rank = k.rank
 ), occ AS (
     SELECT rank, device,
-           sum(est_occupancy_pct * d) FILTER (WHERE est_occupancy_pct >= 0 AND d > 0) AS occ_w,
+           -- occupancy in millionths of a percent: an exact integer sum, as above
+           sum(round(est_occupancy_pct * 1e6)::HUGEINT * d) FILTER (WHERE est_occupancy_pct >= 0 AND d > 0) AS occ_w,
            sum(d) FILTER (WHERE est_occupancy_pct >= 0 AND d > 0) AS occ_d,
            sum(d) FILTER (WHERE tensor_core) AS tc_ns, sum(d) AS k_ns
     FROM clipped GROUP BY ALL
@@ -72,9 +79,9 @@ WITH busy AS (
 SELECT d.rank, d.device,
        CASE WHEN w.hi_ns > w.lo_ns THEN 100.0 * coalesce(b.busy_ns, 0) / (w.hi_ns - w.lo_ns) END
            AS gpu_utilization_pct,
-       CASE WHEN w.hi_ns > w.lo_ns AND s.n > 0 THEN 100.0 * s.weighted / (w.hi_ns - w.lo_ns) END
+       CASE WHEN w.hi_ns > w.lo_ns AND s.n > 0 THEN 100.0 * (s.weighted::DOUBLE / 1e6) / (w.hi_ns - w.lo_ns) END
            AS sm_efficiency_pct,
-       CASE WHEN o.occ_d > 0 THEN o.occ_w / o.occ_d END AS achieved_occupancy_pct,
+       CASE WHEN o.occ_d > 0 THEN (o.occ_w::DOUBLE / 1e6) / o.occ_d END AS achieved_occupancy_pct,
        CASE WHEN o.k_ns > 0 THEN 100.0 * coalesce(o.tc_ns, 0) / o.k_ns END AS tensor_core_pct
 FROM devices d
 JOIN ov_window w ON w.rank = d.rank
