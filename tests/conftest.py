@@ -19,6 +19,39 @@ def shared_trace(rel: str) -> Path:
     return p
 
 
+def generated_ranks_store(tmp_path_factory) -> Path:
+    """A store with a generated 4-rank NCCL run "job" (benchmarks/make_many_ranks.py from
+    trace_filter rank 0; rank 1 arrives 2 ms late)."""
+    import sys
+
+    from traceq.ingest import ingest
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import make_many_ranks
+
+    template = shared_trace("kineto/hta/trace_filter/sampled_rank-0.json.gz")
+    out = tmp_path_factory.mktemp("gen4") / "job"
+    make_many_ranks.make(4, out, 1, 2.0, 200, clock_skew_us=2000, seed=3, template=template)
+    store = out.parent / "store"
+    ingest([out], store, jobs=1)
+    return store
+
+
+def mixed_ranks_store(tmp_path_factory) -> Path:
+    """A store with run "mix": trace_filter ranks 0-1, nccl_parser_config as rank 2, HTA's
+    CPU-only capture as rank 3 (ranks that differ: another model, no GPU ops, no steps)."""
+    from traceq.ingest import ingest
+
+    tf = shared_trace("kineto/hta/trace_filter")
+    nccl = shared_trace("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    cpu = shared_trace("kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    store = tmp_path_factory.mktemp("mixed") / "store"
+    ingest([tf], store, run="mix", jobs=1)
+    ingest([nccl], store, run="mix", rank=2, jobs=1)
+    ingest([cpu], store, run="mix", rank=3, jobs=1)
+    return store
+
+
 def shared_kineto_traces() -> list[str]:
     """Every Chrome trace under ../shared/traces/kineto, relative to SHARED_TRACES: the JSON files
     that hold events with a phase (`ph`), in a top-level `traceEvents` or a bare array; other

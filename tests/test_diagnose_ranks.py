@@ -12,12 +12,11 @@ CPU-only capture as rank 3 (no GPU work).
 from __future__ import annotations
 
 import shutil
-import sys
 
 import polars as pl
 import pytest
 
-from conftest import REPO, SAMPLES, shared_trace
+from conftest import SAMPLES, generated_ranks_store, mixed_ranks_store
 from traceq.advice import evidence_for, findings
 from traceq.advice.run_facts import run_facts
 from traceq.analyses.diagnose import diagnose_scoped, efficiency, path_row, verdict
@@ -29,8 +28,6 @@ from traceq.engine.stall_attribution import stalls_scoped
 from traceq.engine.truncation import truncation
 from traceq.ingest import ingest
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-import make_many_ranks  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -47,24 +44,12 @@ def ddp(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    template = shared_trace("kineto/hta/trace_filter/sampled_rank-0.json.gz")
-    out = tmp_path_factory.mktemp("gen4") / "job"
-    make_many_ranks.make(4, out, 1, 2.0, 200, clock_skew_us=2000, seed=3, template=template)
-    store = out.parent / "store"
-    ingest([out], store, jobs=1)
-    return store
+    return generated_ranks_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    tf = shared_trace("kineto/hta/trace_filter")
-    nccl = shared_trace("kineto/hta/nccl_parser_config/nccl_data.json.gz")
-    cpu = shared_trace("kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
-    store = tmp_path_factory.mktemp("mixed") / "store"
-    ingest([tf], store, run="mix", jobs=1)
-    ingest([nccl], store, run="mix", rank=2, jobs=1)
-    ingest([cpu], store, run="mix", rank=3, jobs=1)
-    return store
+    return mixed_ranks_store(tmp_path_factory)
 
 
 def _alone(store, rank: int, **scope) -> dict:

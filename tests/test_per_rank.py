@@ -14,12 +14,11 @@ with the executor in this process, a local process pool of 2, and Dask (a LocalC
 """
 from __future__ import annotations
 
-import sys
 
 import polars as pl
 import pytest
 
-from conftest import REPO, shared_trace
+from conftest import generated_ranks_store, mixed_ranks_store, shared_trace
 from traceq.analyses.diagnose import diagnose_scoped
 from traceq.analyses.registry import REGISTRY, compute
 from traceq.engine import per_rank
@@ -30,8 +29,6 @@ from traceq.executor import ExecutorSpec
 from traceq.ingest import ingest
 from traceq.store import Store
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-import make_many_ranks  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _no_findings_cache(monkeypatch):
@@ -49,24 +46,12 @@ CASES = [("summary", {}), ("summary", {"window": "hta"}),
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """Run "mix": trace_filter ranks 0-1, nccl_parser_config as rank 2, cpu_only as rank 3."""
-    tf = shared_trace("kineto/hta/trace_filter")
-    nccl = shared_trace("kineto/hta/nccl_parser_config/nccl_data.json.gz")
-    cpu = shared_trace("kineto/hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
-    store = tmp_path_factory.mktemp("mixed") / "store"
-    ingest([tf], store, run="mix", jobs=1)
-    ingest([nccl], store, run="mix", rank=2, jobs=1)
-    ingest([cpu], store, run="mix", rank=3, jobs=1)
-    return store
+    return mixed_ranks_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    template = shared_trace("kineto/hta/trace_filter/sampled_rank-0.json.gz")
-    out = tmp_path_factory.mktemp("gen4") / "job"
-    make_many_ranks.make(4, out, 1, 2.0, 200, clock_skew_us=2000, seed=3, template=template)
-    store = out.parent / "store"
-    ingest([out], store, jobs=1)
-    return store
+    return generated_ranks_store(tmp_path_factory)
 
 
 def _whole(store, name: str, **params):
