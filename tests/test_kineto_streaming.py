@@ -191,16 +191,18 @@ def test_a_trace_cut_mid_event_keeps_every_complete_event_of_its_windows(small_c
     assert parsed.tables["host_ops"].num_rows == len(kept)
 
 
-def test_a_document_the_windows_cannot_cut_is_decoded_whole(small_chunks, tmp_path, monkeypatch):
+def test_an_event_larger_than_a_window_is_walked_alone_and_gives_the_whole_documents_tables(small_chunks, tmp_path,
+                                                                                             monkeypatch):
     events = synthetic_events(n_steps=4)
     big = {"ph": "X", "cat": "cpu_op", "name": "big", "pid": HOST, "tid": HOST, "ts": 1500, "dur": 1,
-           "args": {"blob": "x" * 300_000}}   # one event larger than MAX_WINDOW
+           "args": {"blob": "x" * 300_000}}   # one event larger than a window: no cut inside the window
     path = write_trace(tmp_path / "t.json", [big, *events])
-    grown = kineto.read(path).tables   # the window grows to hold it
-    monkeypatch.setattr(kineto_windows, "MAX_WINDOW", 1 << 16)
-    whole = kineto.read(path).tables   # it cannot: the document is decoded whole
+    parsed = kineto.read(path)   # the window walks its items one by one (salvage.walk)
+    assert not any("malformed" in w or "repaired" in w for w in parsed.warnings)
+    monkeypatch.setattr(kineto, "decode_windows", lambda *args: None)
+    whole = kineto.read(path).tables   # the whole-document decoder, as the reference
     for name in ("gpu_ops", "host_ops", "regions"):
-        assert grown[name].equals(whole[name]), name
+        assert parsed.tables[name].equals(whole[name]), name
     assert sorted(whole["host_ops"].column("name").to_pylist()) == sorted(
         e["name"] for e in [big, *events] if isinstance(e, dict) and e.get("cat") in ("cpu_op", "cuda_runtime")
         and e["name"] not in ("absurd", "inverted"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
     for p in map(Path, paths):
         if not p.exists():
             raise BadInput("no such file or directory", p)
+        refuse_special(p)
         if p.is_dir():
             try:
                 entries = sorted(e for e in p.iterdir() if e.is_file() and not e.name.startswith("."))
@@ -101,6 +103,23 @@ def expand(paths: list[str | Path]) -> list[tuple[Path, str | None]]:
                 raise BadInput("permission denied", p)
             out.append((p, None))
     return out
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+
+
+def refuse_special(path: Path) -> None:
+    """Refuse an input that is neither a regular file nor a directory (a FIFO, a socket, a
+    device): opening a FIFO blocks until a writer comes, and none of them is a trace file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise BadInput(exc.strerror or str(exc), path) from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = next((name for test, name in _SPECIAL if test(mode)), "a special file")
+    raise BadInput(f"not a regular file or directory ({kind}); traceq reads trace files only", path)
 
 
 def default_run_name(path: Path) -> str:

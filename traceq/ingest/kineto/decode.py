@@ -33,6 +33,7 @@ import msgspec
 from .events import EVENTS, Trace
 from .raw import Decoded, remove_part
 from .rows import RawWriter
+from .salvage import BAD_JSON
 
 PART_BYTES = 16 << 20     # JSON text per part at most (one raw part each), dealt to the workers one at a time
 MIN_PART = 2 << 20        # ... and at least (the last parts: `_cuts`)
@@ -102,7 +103,7 @@ def decode_fast(text_path: Path, workdir: Path, threads: int, inflating=None) ->
         if all(r is not None for r in results):
             parts = [p for _, ps in results for p in ps]
             return Decoded(parts=parts, meta=meta, n_items=sum(n for n, _ in results), first=first)
-    except (_Refused, OSError, msgspec.DecodeError):
+    except (_Refused, OSError, *BAD_JSON):
         pass
     for i in range(len(cuts)):
         remove_part(_part_path(workdir, i))
@@ -162,7 +163,7 @@ def _locate(mm: mmap.mmap) -> tuple[Trace, int, int]:
         doc = prefix + token + suffix
         try:
             fields = msgspec.json.decode(doc, type=dict[str, msgspec.Raw])
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except BAD_JSON:
             continue
         if bytes(fields.get("traceEvents", b"")) != token or doc.count(token) != 1:
             raise _Refused
@@ -209,7 +210,7 @@ def _first_item(mm: mmap.mmap, a: int, b: int) -> bytes:
         try:
             msgspec.json.decode(mm[a:stop], type=msgspec.Raw)
             return bytes(mm[a:min(stop, a + 4096)])
-        except msgspec.DecodeError:
+        except BAD_JSON:
             if m is None:
                 break
             pos = m.end() - 1
@@ -269,7 +270,7 @@ def _decode_share(mm: mmap.mmap, cuts, queue, workdir: Path) -> dict[int, tuple[
     while (i := _take(queue, len(cuts))) is not None:
         try:
             got[i] = _decode_part(mm, *cuts[i], _part_path(workdir, i))
-        except msgspec.DecodeError:   # not strict JSON, or not the typed path (a ValidationError)
+        except BAD_JSON:   # not strict JSON (or invalid UTF-8, too deep), or not the typed path (a ValidationError)
             got[i] = None
             break
         finally:
@@ -420,7 +421,7 @@ def _stream_share(deal: _Deal, text_path: Path, workdir: Path) -> dict:
                     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
                 try:
                     got[i] = _decode_part(mm, a, b, _part_path(workdir, i))
-                except msgspec.DecodeError:
+                except BAD_JSON:
                     got[i] = None
                     break
                 finally:
@@ -511,7 +512,7 @@ def _stream_rest(deal: _Deal, text_path: Path, workdir: Path, threads: int, star
         first = _first_item(mm, deal.bounds[0], deal.bounds[1])
         for x, y in _cuts(mm, a, end, threads) or []:
             deal.publish(x, y)
-    except (_Refused, msgspec.DecodeError):
+    except (_Refused, *BAD_JSON):
         deal.close(_ABORT)
         return None
     finally:

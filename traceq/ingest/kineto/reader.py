@@ -39,6 +39,12 @@ def decode_text(text_path: Path, mm: mmap.mmap, workdir: Path, source: Path, fas
             got = decode_whole(mm, source, out)
         meta, n_items, not_objects, first, warnings = got
         return Decoded(out.close(), meta, n_items, not_objects, first, warnings)
+    except RecursionError:   # the events' own nesting is capped (`salvage`); this is a backstop
+        out.discard()
+        raise BadInput("not a Chrome trace (nested too deep to decode)", source) from None
+    except UnicodeDecodeError:   # the events' strings are decoded with replacement (`salvage`)
+        out.discard()
+        raise BadInput("not a Chrome trace (invalid UTF-8 outside its events)", source) from None
     except BaseException:
         out.discard()
         raise

@@ -1,9 +1,12 @@
 """The robust decoder's streaming path: the event list of a memory-mapped document decoded
 window by window (a few MB of text each, cut at validated event boundaries), each window's
 events written as raw rows and its mapped pages released once decoded, so memory stays
-bounded whatever the trace size. A document that cannot be cut this way (no `traceEvents`
-list, an odd document, a malformed middle) is decoded whole (`recover.decode_whole`); a list
-cut at its end by a killed writer keeps every complete event, with a warning.
+bounded whatever the trace size. A stretch that does not decode (an event larger than a
+window, a malformed event) is walked item by item (`salvage`: damage of one clear meaning
+repaired, other malformed events skipped, both counted in a warning). A document that cannot
+be cut this way (no `traceEvents` list, an odd document) is decoded whole
+(`recover.decode_whole`); a list cut at its end by a killed writer keeps every complete event,
+with a warning.
 """
 from __future__ import annotations
 
@@ -15,13 +18,13 @@ import msgspec
 from ...errors import BadInput
 from ...schema import truncated_warning
 from .events import EVENTS, Trace
-from .recover import complete_items, decode_slices, parse_loose, recover_meta, refuse_object
+from .recover import decode_slices, parse_loose, recover_meta, refuse_object
 from .rows import RawWriter
+from .salvage import BAD_JSON, MAX_DEPTH, Damage, depth_exceeds, walk
 from .text import release
 
 
 WINDOW = 2 << 20       # bytes of JSON text decoded at once (as `decode.SLICE_BYTES`)
-MAX_WINDOW = 64 << 20  # a window that cannot be cut below this size: decode the document whole
 
 
 _WS = frozenset(b" \t\r\n")
@@ -57,7 +60,7 @@ def _events_begin(mm: mmap.mmap, s: int, head: bytes) -> int | None:
                 try:
                     msgspec.json.decode(bytes(mm[s:idx]) + b'"traceEvents":[]}', type=dict[str, msgspec.Raw])
                     return j + 1
-                except (msgspec.ValidationError, msgspec.DecodeError):
+                except BAD_JSON:
                     pass
     return None
 
@@ -69,9 +72,9 @@ def _try_list(buf) -> tuple[list | None, list | None]:
     except msgspec.ValidationError:   # odd types somewhere: is it a list at all?
         try:
             return None, _RAWS.decode(buf)
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except BAD_JSON:
             return None, None
-    except msgspec.DecodeError:
+    except BAD_JSON:   # not JSON, invalid UTF-8, nested too deep: `salvage` walks it
         return None, None
 
 
@@ -114,6 +117,12 @@ class _Progress:
             self.not_objects += decode_slices(raws, self.out)
         self.released = release(self.mm, 0, upto, self.released)
 
+    def walk(self, pos: int, stop: int, damage: Damage) -> tuple[int, str]:
+        """Walk the items from `pos` one by one (`salvage.walk`), keep what it kept."""
+        kept, at, how = walk(self.mm, pos, stop, damage)
+        self.take(None, kept, b"", at)
+        return at, how
+
 
 def decode_windows(mm: mmap.mmap, source: Path, out: RawWriter):
     """Decode the event list window by window: each window of about `WINDOW` bytes is cut
@@ -129,16 +138,15 @@ def decode_windows(mm: mmap.mmap, source: Path, out: RawWriter):
     begin = _events_begin(mm, _skip_ws(mm, s0, n), head)
     if begin is None:
         return None
-    prog = _Progress(mm, out)
-    pos, width = _skip_ws(mm, begin, n), WINDOW
-    while pos + width < n:   # the middle: cut windows at event boundaries
-        nxt = _take_window(mm, pos, pos + width, prog)
-        if nxt is None:
-            width *= 2   # no boundary found: one event larger than the window, or a malformed middle
-            if width > MAX_WINDOW:
-                return None
-        else:
-            pos, width = nxt, WINDOW
+    prog, damage = _Progress(mm, out), Damage()
+    pos = _skip_ws(mm, begin, n)
+    while pos + WINDOW < n:   # the middle: cut windows at event boundaries
+        nxt = _take_window(mm, pos, pos + WINDOW, prog)
+        if nxt is None:   # no boundary found: one event larger than the window, or a malformed one
+            nxt, how = prog.walk(pos, pos + WINDOW, damage)
+            if how != "more":
+                return _ended(mm, how, nxt, s0, begin, head, source, prog, damage)
+        pos = nxt
     while (nxt := _take_window(mm, pos, n, prog)) is not None:   # the end: up to the last boundary
         pos = nxt
     close = mm.find(b"]", pos)
@@ -150,11 +158,28 @@ def decode_windows(mm: mmap.mmap, source: Path, out: RawWriter):
         if evs is not None or raws is not None:
             if evs or raws:
                 prog.take(evs, raws, buf, close)
-            skeleton = bytes(mm[s0:begin]) + bytes(mm[close:])
-            meta, warnings = _parse_skeleton(skeleton, head, source, prog.n_items, mm[:begin])
-            return meta, prog.n_items, prog.not_objects, prog.first, warnings
+            return _ended(mm, "close", close, s0, begin, head, source, prog, damage)
         close = mm.find(b"]", close + 1)
-    return _recover_end(mm, pos, begin, source, prog)
+    at, how = prog.walk(pos, n, damage)   # the rest does not decode as a list: item by item
+    return _ended(mm, how, at, s0, begin, head, source, prog, damage)
+
+
+def _ended(mm: mmap.mmap, how: str, at: int, s0: int, begin: int, head: bytes, source: Path, prog: _Progress,
+           damage: Damage):
+    """The result of `decode_windows` once the event list ended: at its `]` (`at`; the
+    metadata around the list decoded), or at the file's end (a file cut by a killed writer:
+    the complete events kept, with a warning)."""
+    before = damage.warning()
+    warnings = [before] if before else []
+    if how == "close":
+        skeleton = bytes(mm[s0:begin]) + bytes(mm[at:])
+        meta, more = _parse_skeleton(skeleton, head, source, prog.n_items, mm[:begin])
+        return meta, prog.n_items, prog.not_objects, prog.first, warnings + more
+    if prog.n_items == 0:
+        raise BadInput("not a Chrome trace (invalid JSON, no complete event found)"
+                       + (f"; {before}" if before else ""), source)
+    warnings.append(truncated_warning(prog.n_items))
+    return recover_meta(mm[:begin]), prog.n_items, prog.not_objects, prog.first, warnings
 
 
 def _take_window(mm: mmap.mmap, pos: int, hi: int, prog: _Progress) -> int | None:
@@ -177,6 +202,13 @@ def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, be
     whole-document path reads a document (odd metadata types, a malformed end). Returns
     (meta, warnings)."""
     warnings: list[str] = []
+    if depth_exceeds(skeleton):
+        raise BadInput(f"not a Chrome trace (its metadata is nested deeper than {MAX_DEPTH} levels)", source)
+    try:
+        skeleton.decode("utf-8")
+    except UnicodeDecodeError:
+        skeleton = skeleton.decode("utf-8", "replace").encode("utf-8")
+        warnings.append("replaced invalid UTF-8 by U+FFFD in the trace's metadata")
     try:
         if head == b"[":
             msgspec.json.decode(skeleton, type=list[msgspec.Raw])
@@ -191,20 +223,3 @@ def _parse_skeleton(skeleton: bytes, head: bytes, source: Path, n_items: int, be
         raise refuse_object(skeleton, source)
     trace.traceEvents = None
     return trace, warnings
-
-
-def _recover_end(mm: mmap.mmap, pos: int, begin: int, source: Path, prog: _Progress):
-    """The event list does not end: a file cut by a killed writer. Keep the complete events
-    of the rest (ijson, on the last window only), with a warning; a list that does end after
-    all (a rest that could not be cut) is decoded whole instead (None)."""
-    items, closed = complete_items(b"[" + bytes(mm[pos:]))
-    if closed:
-        return None
-    if items:
-        raws = [msgspec.Raw(msgspec.json.encode(it)) for it in items]
-        prog.take(None, raws, b"", pos)
-    if prog.n_items == 0:
-        raise BadInput("not a Chrome trace (invalid JSON, no complete event found)", source)
-    warnings = [truncated_warning(prog.n_items)]
-    return recover_meta(mm[:begin]), prog.n_items, prog.not_objects, prog.first, warnings
-
