@@ -56,9 +56,9 @@ class Damage:
             s = "s" if self.skipped > 1 else ""
             first = "first " if self.skipped > 1 else ""
             parts.append(f"skipped {self.skipped:,} malformed event{s} ({first}{self.first_skip})")
-        fixed = [(self.non_finite, "non-finite number"), (self.controls, "control character in a string"),
-                 (self.commas, "trailing comma")]
-        fixed = [f"{n:,} {what}{'s' if n > 1 else ''}" for n, what in fixed if n]
+        fixed = [(self.non_finite, "non-finite number", ""), (self.controls, "control character", " in a string"),
+                 (self.commas, "trailing comma", "")]
+        fixed = [f"{n:,} {what}{'s' if n > 1 else ''}{where}" for n, what, where in fixed if n]
         if fixed:
             parts.append("repaired " + ", ".join(fixed))
         if self.utf8:
@@ -137,15 +137,15 @@ def _item(mm: mmap.mmap, a: int, b: int, deepest: int, kept: list, damage: Damag
     except msgspec.ValidationError:   # valid JSON (a number beyond float range): the decoder handles it
         kept.append(msgspec.Raw(text))
         return
-    except BAD_JSON as exc:
-        why = exc
-    fixed, counts = repair(text)
+    except BAD_JSON:
+        pass
+    fixed, counts, edits = repair(text)
     try:
         msgspec.json.decode(fixed)
     except msgspec.ValidationError:
         pass
-    except BAD_JSON:
-        _skip(damage, a, why, text)
+    except BAD_JSON as exc:   # named by what the repairs left (a byte of the file)
+        _skip(damage, a, exc, fixed, lambda i: _in_text(i, edits))
         return
     damage.utf8 += counts[0]
     damage.non_finite += counts[1]
@@ -154,37 +154,53 @@ def _item(mm: mmap.mmap, a: int, b: int, deepest: int, kept: list, damage: Damag
     kept.append(msgspec.Raw(fixed))
 
 
-def repair(text: bytes) -> tuple[bytes, tuple[int, int, int, int]]:
-    """`text` with the damage of one clear meaning repaired (module doc), and the counts
-    (invalid UTF-8 (0/1), non-finite literals, control characters, trailing commas)."""
-    utf8 = 0
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        text, utf8 = text.decode("utf-8", "replace").encode("utf-8"), 1
-    counts = [0, 0, 0]
+def repair(text: bytes) -> tuple[bytes, tuple[int, int, int, int], list[tuple[int, int]]]:
+    """`text` with the damage of one clear meaning repaired (module doc), the counts (events
+    with invalid UTF-8 (0/1), non-finite literals, control characters, trailing commas), and
+    the edits as (where the text after an edit starts in `fixed`, its shift from `text`)."""
+    counts = [0, 0, 0, 0]
+    edits: list[tuple[int, int]] = []
+    shift = 0
 
     def fix(m: re.Match) -> bytes:
+        nonlocal shift
         tok = m.group()
         if tok[:1] == b'"':
             got, k = _CONTROL.subn(lambda c: b"\\u%04x" % c.group()[0], tok)
-            counts[1] += k
-            return got
-        if tok == b",":
-            counts[2] += 1
-            return b""
-        counts[0] += 1
-        if m.group(2) in (b"NaN", b"nan"):
-            return b"null"
-        return b"-1e999" if m.group(1) else b"1e999"
+            counts[2] += k
+            try:
+                got.decode("utf-8")
+            except UnicodeDecodeError:
+                got, counts[0] = got.decode("utf-8", "replace").encode("utf-8"), 1
+        elif tok == b",":
+            counts[3] += 1
+            got = b""
+        else:
+            counts[1] += 1
+            got = b"null" if m.group(2) in (b"NaN", b"nan") else b"-1e999" if m.group(1) else b"1e999"
+        if len(got) != len(tok):
+            shift += len(got) - len(tok)
+            edits.append((m.end() + shift, shift))
+        return got
 
     fixed = _REPAIR.sub(fix, text)
-    return fixed, (utf8, *counts)
+    return fixed, tuple(counts), edits
 
 
-def _skip(damage: Damage, at: int, why, text: bytes = b"") -> None:
+def _in_text(i: int, edits: list[tuple[int, int]]) -> int:
+    """The byte of the original text at byte `i` of the repaired one (`repair`'s edits)."""
+    shift = 0
+    for start, s in edits:
+        if start > i:
+            break
+        shift = s
+    return i - shift
+
+
+def _skip(damage: Damage, at: int, why, text: bytes = b"", where=lambda i: i) -> None:
     """Count a skipped item (at byte `at` of the file); the first one is named: `why` (a
-    reason, or the decoder's exception: its message, the byte and the token it names)."""
+    reason, or the decoder's exception on `text`: its message, the token it names and its
+    byte in the file: `at` + `where(byte in text)`)."""
     damage.skipped += 1
     if damage.first_skip is not None:
         return
@@ -197,6 +213,6 @@ def _skip(damage: Damage, at: int, why, text: bytes = b"") -> None:
             i = int(m.group(1))
             token = re.match(rb"[^\s,:\]}]{1,12}", text[i:i + 12])
             shown = (token.group() if token else text[i:i + 1]).decode("utf-8", "replace")
-            msg, at = msg[:m.start()].strip() + f", found {shown!r}", at + i
+            msg, at = msg[:m.start()].strip() + f", found {shown!r}", at + where(i)
         why = msg
     damage.first_skip = f"at byte {at:,}: {why}"
