@@ -2,6 +2,7 @@
 
     python benchmarks/fuzz_long.py --minutes 60            # Kineto and nsys, half the time each
     python benchmarks/fuzz_long.py --minutes 10 --only nsys
+    python benchmarks/fuzz_long.py --minutes 10 --only damaged   # one bad token in a valid trace
 
 Each property runs until its share of the time is spent (hypothesis, random seeds). Every
 failure is printed with its hypothesis reproduction blob and the failing input is written to
@@ -26,7 +27,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import check_contract, kineto_document, nsys_export, write_kineto, write_sqlite  # noqa: E402
+from fuzzing import (check_contract, check_damaged, damaged_kineto, kineto_document, nsys_export,  # noqa: E402
+                     write_kineto, write_sqlite)
 
 CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 
@@ -34,22 +36,24 @@ CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60)
-    ap.add_argument("--only", choices=["kineto", "nsys"])
+    ap.add_argument("--only", choices=["kineto", "nsys", "damaged"])
     args = ap.parse_args()
-    targets = [t for t in ("kineto", "nsys") if args.only in (None, t)]
+    targets = [t for t in ("kineto", "nsys", "damaged") if args.only in (None, t)]
     stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
     tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
     t_start = time.time()
     for i, target in enumerate(targets):
         deadline = t_start + args.minutes * 60 * (i + 1) / len(targets)
 
-        def one(path: Path) -> None:
+        def one(path: Path, keep: set | None = None) -> None:
             if time.time() > deadline:
                 return
             store = tmp / "store"
             shutil.rmtree(store, ignore_errors=True)
             stats["examples"][target] += 1
             try:
+                if keep is not None:   # every kernel but the damaged one kept
+                    check_damaged(path, keep)
                 outcome = check_contract(path, store)
                 stats["outcomes"][outcome.split(":")[0] if outcome == "added" else "refused: " + outcome.split(": ", 2)[-1][:50]] += 1
             except BaseException as exc:  # noqa: BLE001 - record, keep the input, go on
@@ -66,6 +70,11 @@ def main() -> int:
             @given(doc=kineto_document(), gz=st.booleans())
             def prop(doc, gz):
                 one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), doc, gz))
+        elif target == "damaged":
+            @cfg
+            @given(damaged=damaged_kineto(), gz=st.booleans())
+            def prop(damaged, gz):
+                one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), damaged[0], gz), damaged[1])
         else:
             @cfg
             @given(tables=nsys_export())

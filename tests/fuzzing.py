@@ -228,3 +228,67 @@ def check_contract(path: Path, store: Path, run: str = "fuzz") -> str:
             assert "\n" not in w, f"multi-line warning {w!r}"
     run_analyses(store, run)
     return "added"
+
+
+# ------------------------------------------------------------------ one damaged event (issue 36)
+DAMAGE = ["NaN", "nan", "Infinity", "-Infinity", "inf", "-inf", "control", "utf8", "comma", "deep", "garbage"]
+
+
+@st.composite
+def damaged_kineto(draw) -> tuple[bytes, set[str], str]:
+    """A valid trace of launch + kernel pairs (kernels named k0, k1, ...) with one kernel event
+    damaged by one token class (`DAMAGE`) at a random place in it: a number replaced by a
+    non-finite literal or garbage, a raw control character or invalid UTF-8 in a string, a
+    comma before a `}` or `]`, a value nested up to 100k levels deep. Returns (the text, the
+    kernels that must all be kept: every one but the damaged, the class)."""
+    import re
+
+    n = draw(st.integers(2, 60))
+    hit = draw(st.integers(0, n - 1))
+    kind = draw(st.sampled_from(DAMAGE))
+    parts = []
+    for i in range(n):
+        parts.append(json.dumps({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                                 "ts": 1000 + 100 * i, "dur": 3, "args": {"correlation": i}}).encode())
+        kernel = json.dumps({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 1010 + 100 * i,
+                             "dur": 50, "args": {"correlation": i, "device": 0, "stream": 7, "grid": [4, 1, 1],
+                                                 "est. achieved occupancy %": 12.5}}).encode()
+        if i == hit:
+            kernel = _damage(draw, kernel, kind, re)
+        parts.append(kernel)
+    text = b'{"traceEvents": [' + b", ".join(parts) + b'], "distributedInfo": {"rank": 0}}'
+    return text, {f"k{i}" for i in range(n) if i != hit}, kind
+
+
+def _damage(draw, ev: bytes, kind: str, re) -> bytes:
+    """`ev` with one damage of class `kind` at a place drawn from its numbers, strings or brackets."""
+    def pick(pattern: bytes) -> re.Match:
+        found = list(re.finditer(pattern, ev))
+        return found[draw(st.integers(0, len(found) - 1))]
+
+    if kind in ("NaN", "nan", "Infinity", "-Infinity", "inf", "-inf", "garbage", "deep"):
+        m = pick(rb"(?<=[:\[,] )-?\d+(?:\.\d+)?|(?<=\[)\d+")
+        new = {"garbage": draw(st.sampled_from([b"1.2.3", b"0x1f", b"@", b"--1", b"1e", b"tru"])),
+               "deep": b"[" * (k := draw(st.sampled_from([257, 3000, 100_000]))) + b"]" * k}.get(kind, kind.encode())
+        return ev[:m.start()] + new + ev[m.end():]
+    if kind in ("control", "utf8"):
+        m = pick(rb'"[^"]+"')
+        at = draw(st.integers(m.start() + 1, m.end() - 1))
+        new = bytes([draw(st.integers(0, 31))]) if kind == "control" else \
+            draw(st.sampled_from([b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\x80", b"\xf0\x28\x8c"]))
+        return ev[:at] + new + ev[at:]
+    m = pick(rb"[}\]]")   # comma
+    return ev[:m.start()] + b"," + ev[m.start():]
+
+
+def check_damaged(path: Path, keep: set[str]) -> None:
+    """Ingest (the reader) keeps every kernel of `keep`, reports no truncation, and warns of
+    the damage in one line when something was repaired or skipped."""
+    from traceq.ingest.kineto import reader
+    from traceq.schema import TRUNCATED_WARNING
+
+    parsed = reader.read(path)
+    names = set(parsed.tables["gpu_ops"].column("name").to_pylist()) if "gpu_ops" in parsed.tables else set()
+    assert keep <= names, f"lost kernels {sorted(keep - names)[:5]}; warnings {parsed.warnings}"
+    assert not any(w.startswith(TRUNCATED_WARNING) for w in parsed.warnings), parsed.warnings
+    assert all("\n" not in w for w in parsed.warnings)

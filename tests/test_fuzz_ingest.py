@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, shared_trace
-from fuzzing import check_contract, kineto_document, nsys_export, store_digest, write_kineto, write_sqlite
+from fuzzing import (check_contract, check_damaged, damaged_kineto, kineto_document, nsys_export, store_digest,
+                     write_kineto, write_sqlite)
 
 EXAMPLES = int(os.environ.get("TRACEQ_FUZZ_EXAMPLES", "0"))
 settings.register_profile("traceq-default", deadline=None, derandomize=True, print_blob=True,
@@ -249,3 +250,27 @@ def test_rerunning_an_ingest_after_a_refusal_changes_nothing(seeded, tmp_path):
     assert check_contract(path, store).startswith("refused: ")
     assert store_digest(store) == before
     assert pl.read_parquet(store / "runs.parquet")["run"].to_list() == ["good"]
+
+
+# ------------------------------------------------------------------ one damaged event (issue 36)
+@budget(40)
+@given(damaged=damaged_kineto(), gz=st.booleans(), window=st.sampled_from([None, 256, 1024]))
+def test_one_damaged_event_costs_at_most_that_event(damaged, gz, window):
+    from traceq.ingest.kineto import windows
+
+    text, keep, _kind = damaged
+    saved = windows.WINDOW
+    windows.WINDOW = window or saved   # small windows: the damage lies in the middle of one
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            check_damaged(write_kineto(Path(tmp) / ("t.json.gz" if gz else "t.json"), text, gz), keep)
+    finally:
+        windows.WINDOW = saved
+
+
+@budget(8)
+@given(damaged=damaged_kineto())
+def test_a_damaged_trace_keeps_the_ingest_contract(seeded, damaged):
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        assert check_contract(write_kineto(tmp / "t.json", damaged[0]), fresh(seeded, tmp)) == "added"

@@ -210,7 +210,7 @@ def _decode_any(chunk: list[msgspec.Raw]) -> list:
         for raw in chunk:
             try:
                 out.append(msgspec.json.decode(raw))
-            except (msgspec.ValidationError, msgspec.DecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 try:
                     out.append(json.loads(bytes(raw)))
                 except (ValueError, RecursionError):

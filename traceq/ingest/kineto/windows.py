@@ -69,7 +69,13 @@ def _try_list(buf) -> tuple[list | None, list | None]:
     """(typed events, None) or (None, raw slices) when `buf` is a JSON list; (None, None) when not."""
     try:
         return EVENTS.decode(buf), None
-    except msgspec.ValidationError:   # odd types somewhere: is it a list at all?
+    except msgspec.ValidationError:   # odd types somewhere: is it valid JSON at all?
+        try:
+            msgspec.json.decode(buf)   # (unknown keys are skipped unchecked by the typed decode)
+        except msgspec.ValidationError:   # valid JSON: numbers beyond float range
+            pass
+        except BAD_JSON:
+            return None, None
         try:
             return None, _RAWS.decode(buf)
         except BAD_JSON:
