@@ -231,7 +231,7 @@ def check_contract(path: Path, store: Path, run: str = "fuzz") -> str:
 
 
 # ------------------------------------------------------------------ one damaged event (issue 36)
-DAMAGE = ["NaN", "nan", "Infinity", "-Infinity", "inf", "-inf", "control", "utf8", "comma", "deep", "garbage"]
+DAMAGE = ["NaN", "nan", "Infinity", "-Infinity", "inf", "-inf", "control", "utf8", "comma", "deep", "garbage", "open"]
 
 
 @st.composite
@@ -239,13 +239,15 @@ def damaged_kineto(draw) -> tuple[bytes, set[str], str]:
     """A valid trace of launch + kernel pairs (kernels named k0, k1, ...) with one kernel event
     damaged by one token class (`DAMAGE`) at a random place in it: a number replaced by a
     non-finite literal or garbage, a raw control character or invalid UTF-8 in a string, a
-    comma before a `}` or `]`, a value nested up to 100k levels deep. Returns (the text, the
-    kernels that must all be kept: every one but the damaged, the class)."""
+    comma before a `}` or `]`, a value nested up to 100k levels deep, a bracket or a quote left
+    open (not in the last event: a list whose last item is left open reads as a file cut
+    there). Returns (the text, the kernels that must all be kept: every one but the damaged,
+    the class)."""
     import re
 
     n = draw(st.integers(2, 60))
-    hit = draw(st.integers(0, n - 1))
     kind = draw(st.sampled_from(DAMAGE))
+    hit = draw(st.integers(0, n - 1 - (kind == "open")))
     parts = []
     for i in range(n):
         parts.append(json.dumps({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
@@ -277,6 +279,11 @@ def _damage(draw, ev: bytes, kind: str, re) -> bytes:
         new = bytes([draw(st.integers(0, 31))]) if kind == "control" else \
             draw(st.sampled_from([b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\x80", b"\xf0\x28\x8c"]))
         return ev[:at] + new + ev[at:]
+    if kind == "open":   # a bracket opened before a value, or a closing bracket or quote lost
+        m = pick(rb'(?<=: )[\d"\[{]|[}\]"]')
+        if m.group() in (b"}", b"]", b'"') and draw(st.booleans()):
+            return ev[:m.start()] + ev[m.end():]
+        return ev[:m.start()] + draw(st.sampled_from([b"[", b"{", b"[[", b"["])) + ev[m.start():]
     m = pick(rb"[}\]]")   # comma
     return ev[:m.start()] + b"," + ev[m.start():]
 

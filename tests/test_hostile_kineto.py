@@ -181,8 +181,17 @@ def test_an_event_nested_200_levels_deep_is_kept(tmp_path):
     assert got["gpu_ops"].num_rows == N
 
 
-def test_an_unclosed_deep_event_is_the_end_of_the_file(tmp_path):
-    got, warnings = tables(tmp_path, damaged(K20, K20 + b', "x": ' + b"[" * 30_000)[:-1])
+@pytest.mark.parametrize("damage", [b', "x": ' + b"[" * 30_000, b', "x": [1', b', "x": {"y": 1', b', "x": "abc'])
+def test_an_event_left_open_mid_file_is_skipped_and_the_events_after_it_kept(damage, windowed, tmp_path):
+    got, warnings = tables(tmp_path, damaged(K20, K20 + damage))
+    assert sorted(got["gpu_ops"].column("name").to_pylist()) == sorted(f"k{i}" for i in range(N) if i != 20)
+    start = text().index(b'{"ph": "X", "cat": "kernel", "name": "k20"')
+    assert warnings == [f"skipped 1 malformed event (at byte {start:,}: brackets or quotes left open)"]
+
+
+def test_a_file_cut_inside_a_deep_event_is_truncated(tmp_path):
+    t = damaged(K20, K20 + b', "x": ' + b"[" * 30_000)
+    got, warnings = tables(tmp_path, t[:t.index(b"[" * 30_000) + 30_000])   # the writer was killed there
     assert got["gpu_ops"].column("name").to_pylist() == [f"k{i}" for i in range(20)]
     assert warnings == [f"{TRUNCATED_WARNING} 41 complete events; ingested those (was the writer killed?)"]
 

@@ -14,6 +14,10 @@ item on its own:
   as it does a 1e999 in the file), a raw control character inside a string -> its \\u00XX
   escape, a comma before `}` or `]` -> removed, invalid UTF-8 -> U+FFFD;
 - any other item (or one nested deeper than `MAX_DEPTH`) is skipped;
+- an item that never closes (a bracket or a quote lost to damage, 30k `[` left open) would
+  swallow the rest of the file: when it is still open after `LONG_ITEM` bytes or at the end
+  of the file, the walk looks for where the events go on (`_resync`: a `},{` after which two
+  whole events follow) and skips the item up to there;
 - the list's end (`]`) or the end of the file (a file cut by a killed writer: the incomplete
   last item is dropped, the caller reports the truncation) ends the walk.
 
@@ -36,7 +40,10 @@ _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|"|[\[\]{},]', re.S)
 _REPAIR = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])(-?)(NaN|nan|Infinity|inf|Inf)(?![\w.])|,(?=[ \t\r\n]*[}\]])',
                      re.S)
 _CONTROL = re.compile(rb"[\x00-\x1f]")
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")   # a candidate boundary between two events
 _WS = b" \t\r\n"
+LONG_ITEM = 4 << 20   # an item still open after this many bytes: try to find where the events go on
+_RESYNC_TRIES = 8     # candidate boundaries tried
 
 
 @dataclass
@@ -93,12 +100,17 @@ def walk(mm: mmap.mmap, pos: int, stop: int, damage: Damage) -> tuple[list[msgsp
     the list's `]`) or "eof" (at the start of an incomplete last item))."""
     n = len(mm)
     kept: list[msgspec.Raw] = []
-    depth, deepest, start = 0, 0, pos
+    depth, deepest, start, tried = 0, 0, pos, False
     for m in _TOKEN.finditer(mm, pos):
         tok = m.group()
         c = tok[:1]
+        if not tried and m.start() - start > LONG_ITEM:   # an item this long: is it one that never closes?
+            tried = True
+            if (on := _resync(mm, start, n)) is not None:
+                _skip(damage, _skip_ws(mm, start, n), "brackets or quotes left open")
+                return kept, on, "more"
         if c == b'"':
-            if len(tok) == 1:   # a string that never ends: the file ends inside it
+            if len(tok) == 1:   # a string that never ends: the file ends inside it (or damage)
                 break
             continue
         if c in b"[{":
@@ -107,29 +119,86 @@ def walk(mm: mmap.mmap, pos: int, stop: int, damage: Damage) -> tuple[list[msgsp
         elif c in b"]}":
             if depth == 0:
                 if c == b"]":   # the list's end
-                    _item(mm, start, m.start(), deepest, kept, damage, last=True)
+                    if (on := _item(mm, start, m.start(), deepest, kept, damage)) is not None:
+                        return kept, on, "more"
                     return kept, m.start(), "close"
                 continue   # a stray `}` at item level: part of a malformed item
             depth -= 1
         elif depth == 0:   # a comma between items
-            _item(mm, start, m.start(), deepest, kept, damage)
-            start, deepest = m.end(), 0
+            if (on := _item(mm, start, m.start(), deepest, kept, damage)) is not None:
+                return kept, on, "more"
+            start, deepest, tried = m.end(), 0, False
             if m.end() >= stop:
                 return kept, _skip_ws(mm, m.end(), n), "more"
+    if _skip_ws(mm, start, n) < n and (on := _resync(mm, start, n)) is not None:   # damage, not the file's end
+        _skip(damage, _skip_ws(mm, start, n), "brackets or quotes left open")
+        return kept, on, "more"
     return kept, start, "eof"
 
 
-def _item(mm: mmap.mmap, a: int, b: int, deepest: int, kept: list, damage: Damage, last: bool = False) -> None:
-    """Decode the item mm[a:b] alone (repaired if need be) into `kept`, or count it skipped."""
+def _resync(mm: mmap.mmap, s: int, end: int) -> int | None:
+    """Where the events go on after the item at `s` that does not close (or closes too late,
+    at `end`, on a bracket of a later event): the `{` of the first of `_RESYNC_TRIES`
+    candidate boundaries in (s, end) that two whole events follow (JSON objects with a "ph";
+    or one, then the list's end), None when there is none (a file cut inside its last event
+    has no complete event after the cut item's start)."""
+    for tries, m in enumerate(_BOUNDARY.finditer(mm, s + 1, end)):
+        if tries == _RESYNC_TRIES:
+            break
+        if _events_follow(mm, m.end() - 1):
+            return m.end() - 1
+    return None
+
+
+def _events_follow(mm: mmap.mmap, c: int) -> bool:
+    """Whether two whole events (or one and the list's end) start at `c` (`_resync`)."""
+    depth, start, events = 0, c, 0
+    for m in _TOKEN.finditer(mm, c):
+        tok = m.group()
+        ch = tok[:1]
+        if ch == b'"':
+            if len(tok) == 1:
+                return False
+        elif ch in b"[{":
+            depth += 1
+            if depth > MAX_DEPTH or m.start() - start > LONG_ITEM:
+                return False
+        elif depth > 0:   # inside an item: its end, or a comma in it
+            depth -= ch in b"]}"
+        elif ch == b"}" or not _is_event(mm[start:m.start()]):
+            return False
+        else:   # `,` or `]` at item level
+            events += 1
+            if events == 2 or ch == b"]":
+                return True
+            start = m.end()
+    return False
+
+
+def _is_event(text) -> bool:
+    try:
+        ev = msgspec.json.decode(text)
+    except (*BAD_JSON, msgspec.ValidationError):
+        return False
+    return isinstance(ev, dict) and "ph" in ev
+
+
+def _item(mm: mmap.mmap, a: int, b: int, deepest: int, kept: list, damage: Damage) -> int | None:
+    """Decode the item mm[a:b] alone (repaired if need be) into `kept`, or count it skipped.
+    An item that does not decode may hold events after its damage (a bracket opened by the
+    damage, closed by a later event's): where they start (`_resync`), the walk goes on there."""
     raw = bytes(mm[a:b])
     text = raw.strip(_WS)
     a += len(raw) - len(raw.lstrip(_WS))   # where the item's text starts in the file
-    if not text:   # `,,` or `,]`: a stray comma
-        damage.commas += 1
+    if not text:   # `,,` or `,]`: a stray comma (or an empty list)
+        before = a - 1
+        while before > 0 and mm[before] in _WS:
+            before -= 1
+        damage.commas += mm[before] == 0x2C
         return
     if deepest > MAX_DEPTH:
         _skip(damage, a, f"nested deeper than {MAX_DEPTH} levels")
-        return
+        return _resync(mm, a, b)
     try:
         msgspec.json.decode(text)
         kept.append(msgspec.Raw(text))
@@ -145,8 +214,11 @@ def _item(mm: mmap.mmap, a: int, b: int, deepest: int, kept: list, damage: Damag
     except msgspec.ValidationError:
         pass
     except BAD_JSON as exc:   # named by what the repairs left (a byte of the file)
+        on = _resync(mm, a, b)
+        if on is not None:
+            exc = "brackets or quotes left open"
         _skip(damage, a, exc, fixed, lambda i: _in_text(i, edits))
-        return
+        return on
     damage.utf8 += counts[0]
     damage.non_finite += counts[1]
     damage.controls += counts[2]

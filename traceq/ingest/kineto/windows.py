@@ -146,15 +146,27 @@ def decode_windows(mm: mmap.mmap, source: Path, out: RawWriter):
         return None
     prog, damage = _Progress(mm, out), Damage()
     pos = _skip_ws(mm, begin, n)
-    while pos + WINDOW < n:   # the middle: cut windows at event boundaries
-        nxt = _take_window(mm, pos, pos + WINDOW, prog)
-        if nxt is None:   # no boundary found: one event larger than the window, or a malformed one
-            nxt, how = prog.walk(pos, pos + WINDOW, damage)
-            if how != "more":
-                return _ended(mm, how, nxt, s0, begin, head, source, prog, damage)
-        pos = nxt
-    while (nxt := _take_window(mm, pos, n, prog)) is not None:   # the end: up to the last boundary
-        pos = nxt
+    while True:
+        while pos + WINDOW < n:   # the middle: cut windows at event boundaries
+            nxt = _take_window(mm, pos, pos + WINDOW, prog)
+            if nxt is None:   # no boundary found: one event larger than the window, or a malformed one
+                nxt, how = prog.walk(pos, pos + WINDOW, damage)
+                if how != "more":
+                    return _ended(mm, how, nxt, s0, begin, head, source, prog, damage)
+            pos = nxt
+        while (nxt := _take_window(mm, pos, n, prog)) is not None:   # the end: up to the last boundary
+            pos = nxt
+        close = _close(mm, pos, prog)
+        if close is not None:
+            return _ended(mm, "close", close, s0, begin, head, source, prog, damage)
+        pos, how = prog.walk(pos, n, damage)   # the rest does not decode as a list: item by item
+        if how != "more":   # (more: an item left open was skipped, the events go on)
+            return _ended(mm, how, pos, s0, begin, head, source, prog, damage)
+
+
+def _close(mm: mmap.mmap, pos: int, prog: _Progress) -> int | None:
+    """The `]` that ends the event list, when the events from `pos` up to it decode as a list
+    (taken); None when no `]` of the first `_CLOSE_TRIES` does."""
     close = mm.find(b"]", pos)
     for _ in range(_CLOSE_TRIES):
         if close < 0:
@@ -164,10 +176,9 @@ def decode_windows(mm: mmap.mmap, source: Path, out: RawWriter):
         if evs is not None or raws is not None:
             if evs or raws:
                 prog.take(evs, raws, buf, close)
-            return _ended(mm, "close", close, s0, begin, head, source, prog, damage)
+            return close
         close = mm.find(b"]", close + 1)
-    at, how = prog.walk(pos, n, damage)   # the rest does not decode as a list: item by item
-    return _ended(mm, how, at, s0, begin, head, source, prog, damage)
+    return None
 
 
 def _ended(mm: mmap.mmap, how: str, at: int, s0: int, begin: int, head: bytes, source: Path, prog: _Progress,
