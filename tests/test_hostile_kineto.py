@@ -197,7 +197,7 @@ def test_a_file_cut_inside_a_deep_event_is_truncated(tmp_path):
 
 
 @pytest.mark.parametrize("doc, problem", [
-    (DEEP, "no trace events"),
+    (DEEP, "no usable trace events: skipped 1 malformed event (at byte 1: nested deeper than 256 levels)"),
     (b'{"traceEvents":[' + b"[" * 30_000, "no complete event found"),
     (b'{"x": ' + DEEP + b', "traceEvents": []}', "nested too deep"),
     (b'{"traceEvents": [{"ph": "X"}], "x": ' + DEEP + b"}", "metadata is nested deeper than 256 levels"),

@@ -188,6 +188,8 @@ def _ended(mm: mmap.mmap, how: str, at: int, s0: int, begin: int, head: bytes, s
     the complete events kept, with a warning)."""
     before = damage.warning()
     warnings = [before] if before else []
+    if prog.n_items == 0 and damage.skipped:
+        raise BadInput(f"no usable trace events: {before}", source)
     if how == "close":
         skeleton = bytes(mm[s0:begin]) + bytes(mm[at:])
         meta, more = _parse_skeleton(skeleton, head, source, prog.n_items, mm[:begin])
