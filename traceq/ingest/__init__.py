@@ -168,6 +168,10 @@ def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
         from .nsys.reader import read
 
         return read(path, stream=True)
+    if fmt == "timer":
+        from .timers.log import read_log
+
+        return read_log(path, scratch)   # streams too: ordered out of core in `scratch`
     return _reader(fmt)(path)
 
 

@@ -1,0 +1,110 @@
+"""The second pass of the timer-log reader: the regions read by `log.read_log` (Parquet parts in
+a scratch folder) -> the `regions` table, ordered and completed, written batch by batch.
+
+DuckDB does the work out of core (a memory limit and a spill folder in the scratch folder), so
+a log of any size is translated in bounded memory:
+
+- depth = how many regions of the same thread are open when the region starts: a running sum
+  over the thread's open (+1) and close (-1) events ordered by time; at equal times regions
+  that end close first (adjacent regions do not nest), then regions open longest first (parent
+  before child), then zero-length regions close; the same order as `common.nesting_depth`;
+- gpu_dur_ns = the duration record (pid, gpu_id) of a GPU-timed region (pid, gpu), the last
+  one in the file; negative durations count as missing;
+- device = the device_index of the last `cuda_events` record of the region's process, for
+  GPU-timed regions;
+- rows ordered by start, pid, tid, depth, then file order.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+# DuckDB's own memory (it spills the sort and the window to the scratch folder beyond it)
+MEMORY_LIMIT = "192MB"
+BATCH_ROWS = 1 << 16
+
+REGION_PARTS = pa.schema([("idx", pa.int64()), ("key", pa.string()), ("start_ns", pa.int64()),
+                          ("end_ns", pa.int64()), ("pid", pa.int64()), ("tid", pa.int64()),
+                          ("gpu", pa.int64())])
+GPU_PARTS = pa.schema([("idx", pa.int64()), ("pid", pa.int64()), ("gpu_id", pa.int64()),
+                       ("gpu_dur_ns", pa.int64())])
+DEVICE_PARTS = pa.schema([("idx", pa.int64()), ("pid", pa.int64()), ("device_index", pa.int64())])
+PARTS = {"regions": REGION_PARTS, "gpu": GPU_PARTS, "device": DEVICE_PARTS}
+
+_VIEWS = """
+CREATE VIEW r AS SELECT * FROM read_parquet({regions});
+CREATE VIEW g AS SELECT pid, gpu_id, arg_max(gpu_dur_ns, idx) AS dur
+                 FROM read_parquet({gpu}) GROUP BY pid, gpu_id;
+CREATE VIEW d AS SELECT pid, arg_max(coalesce(device_index, -1), idx) AS dev
+                 FROM read_parquet({device}) GROUP BY pid;
+"""
+
+_UNRESOLVED = """
+SELECT count(*) FROM r LEFT JOIN g ON g.pid = r.pid AND g.gpu_id = r.gpu
+WHERE r.gpu IS NOT NULL AND NOT coalesce(g.dur >= 0, false)
+"""
+
+_REGIONS = """
+WITH ev AS (
+    SELECT pid, tid, start_ns AS t, 1::TINYINT AS phase, -end_ns AS longest_first, idx,
+           1::TINYINT AS delta, key, start_ns, end_ns, gpu FROM r
+    UNION ALL
+    SELECT pid, tid, end_ns, (CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END)::TINYINT, 0, idx,
+           -1::TINYINT, NULL, NULL, NULL, NULL FROM r),
+opened AS (
+    SELECT * FROM (
+        SELECT *, (sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, phase, longest_first, idx
+                                    ROWS UNBOUNDED PRECEDING) - 1)::INTEGER AS depth
+        FROM ev)
+    WHERE delta = 1)
+SELECT o.pid, o.tid, 'timer' AS source, o.key AS name, o.start_ns, o.end_ns, o.depth,
+       (CASE WHEN o.gpu IS NOT NULL AND d.dev BETWEEN 0 AND 2147483647 THEN d.dev END)::INTEGER
+           AS device,
+       CASE WHEN o.gpu IS NOT NULL AND g.dur >= 0 THEN g.dur END AS gpu_dur_ns,
+       false AS unfinished
+FROM opened o
+LEFT JOIN g ON o.gpu IS NOT NULL AND g.pid = o.pid AND g.gpu_id = o.gpu
+LEFT JOIN d ON o.gpu IS NOT NULL AND d.pid = o.pid
+ORDER BY o.start_ns, o.pid, o.tid, o.depth, o.idx
+"""
+
+OUT_SCHEMA = pa.schema([("pid", pa.int64()), ("tid", pa.int64()), ("source", pa.string()),
+                        ("name", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+                        ("depth", pa.int32()), ("device", pa.int32()), ("gpu_dur_ns", pa.int64()),
+                        ("unfinished", pa.bool_())])
+
+
+def write_regions(parts: dict[str, Path], workdir: Path, out, warnings: list[str]) -> int:
+    """Translate the parts into `regions` rows, written to `out.write(table)` batch by batch;
+    returns the number of rows. Adds the warnings of the second pass."""
+    import duckdb
+
+    spill = workdir / "duckdb.tmp"
+    con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "threads": 2,
+                                 "temp_directory": str(spill), "preserve_insertion_order": True,
+                                 "autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False})
+    try:
+        for view in _VIEWS.format(**{k: _quote(str(p)) for k, p in parts.items()}).split(";"):
+            if view.strip():
+                con.sql(view)
+        unresolved = con.sql(_UNRESOLVED).fetchall()[0][0]
+        if unresolved:
+            warnings.append(f"{unresolved} GPU-timed regions have no GPU duration (the process "
+                            "ended before complete_all() resolved their CUDA events)")
+        rows = 0
+        reader = con.sql(_REGIONS).to_arrow_reader(BATCH_ROWS)
+        for batch in reader:
+            t = pa.Table.from_batches([batch]).cast(OUT_SCHEMA)
+            rows += t.num_rows
+            out.write(t)
+        if not rows:
+            warnings.append("the log holds no completed regions")
+        return rows
+    finally:
+        con.close()
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
