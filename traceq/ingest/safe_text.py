@@ -7,6 +7,7 @@ RecursionError). The readers of small JSON/text formats use these helpers at the
     repair_utf8(data)       bytes with invalid UTF-8 replaced by U+FFFD, and how many
     json_depth(line)        the nesting depth of JSON text, strings ignored, without parsing
     loads_capped(line)      json.loads after the depth check (TooDeep beyond MAX_DEPTH)
+    clean_text(s)           a str with lone surrogates (JSON "\\ud800" escapes) replaced by U+FFFD
     check_utf8(table, ...)  the last guard before a table is written: its strings are UTF-8
 """
 from __future__ import annotations
@@ -34,6 +35,16 @@ def repair_utf8(data: bytes) -> tuple[bytes, int]:
         fixed = data.decode("utf-8", "replace")
         n = fixed.count("\ufffd") - data.count(_REPLACEMENT)
         return fixed.encode("utf-8"), n
+
+
+def clean_text(s: str) -> str:
+    """`s` with lone surrogates (which json.loads makes of "\\ud800" escapes and UTF-8 cannot
+    hold) replaced by U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def json_depth(line: bytes) -> int:

@@ -48,25 +48,26 @@ WHERE r.gpu IS NOT NULL AND NOT coalesce(g.dur >= 0, false)
 _REGIONS = """
 WITH ev AS (
     SELECT pid, tid, start_ns AS t, 1::TINYINT AS phase, -end_ns AS longest_first, idx,
-           1::TINYINT AS delta, key, start_ns, end_ns, gpu FROM r
+           1::TINYINT AS delta FROM r
     UNION ALL
     SELECT pid, tid, end_ns, (CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END)::TINYINT, 0, idx,
-           -1::TINYINT, NULL, NULL, NULL, NULL FROM r),
-opened AS (
-    SELECT * FROM (
-        SELECT *, (sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, phase, longest_first, idx
-                                    ROWS UNBOUNDED PRECEDING) - 1)::INTEGER AS depth
+           -1::TINYINT FROM r),
+nested AS (
+    SELECT idx, depth FROM (
+        SELECT idx, delta, (sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, phase, longest_first, idx
+                                             ROWS UNBOUNDED PRECEDING) - 1)::INTEGER AS depth
         FROM ev)
     WHERE delta = 1)
-SELECT o.pid, o.tid, 'timer' AS source, o.key AS name, o.start_ns, o.end_ns, o.depth,
+SELECT o.pid, o.tid, 'timer' AS source, o.key AS name, o.start_ns, o.end_ns, n.depth,
        (CASE WHEN o.gpu IS NOT NULL AND d.dev BETWEEN 0 AND 2147483647 THEN d.dev END)::INTEGER
            AS device,
        CASE WHEN o.gpu IS NOT NULL AND g.dur >= 0 THEN g.dur END AS gpu_dur_ns,
        false AS unfinished
-FROM opened o
+FROM r o
+JOIN nested n ON n.idx = o.idx
 LEFT JOIN g ON o.gpu IS NOT NULL AND g.pid = o.pid AND g.gpu_id = o.gpu
 LEFT JOIN d ON o.gpu IS NOT NULL AND d.pid = o.pid
-ORDER BY o.start_ns, o.pid, o.tid, o.depth, o.idx
+ORDER BY o.start_ns, o.pid, o.tid, n.depth, o.idx
 """
 
 OUT_SCHEMA = pa.schema([("pid", pa.int64()), ("tid", pa.int64()), ("source", pa.string()),
