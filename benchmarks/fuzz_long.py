@@ -1,7 +1,7 @@
 """The long fuzzing run: the properties of tests/test_fuzz_ingest.py with a large example budget.
 
-    python benchmarks/fuzz_long.py --minutes 60            # Kineto and nsys, half the time each
-    python benchmarks/fuzz_long.py --minutes 10 --only nsys
+    python benchmarks/fuzz_long.py --minutes 60            # Kineto, nsys, timer logs, Deep500: a quarter each
+    python benchmarks/fuzz_long.py --minutes 10 --only nsys   # or kineto, timer, deep500
 
 Each property runs until its share of the time is spent (hypothesis, random seeds). Every
 failure is printed with its hypothesis reproduction blob and the failing input is written to
@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import check_contract, kineto_document, nsys_export, write_kineto, write_sqlite  # noqa: E402
+from fuzzing import (check_contract, deep500_text, kineto_document, nsys_export, timer_log, write_kineto,  # noqa: E402
+                     write_sqlite)
 
 CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 
@@ -34,9 +35,9 @@ CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60)
-    ap.add_argument("--only", choices=["kineto", "nsys"])
+    ap.add_argument("--only", choices=["kineto", "nsys", "timer", "deep500"])
     args = ap.parse_args()
-    targets = [t for t in ("kineto", "nsys") if args.only in (None, t)]
+    targets = [t for t in ("kineto", "nsys", "timer", "deep500") if args.only in (None, t)]
     stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
     tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
     t_start = time.time()
@@ -66,6 +67,13 @@ def main() -> int:
             @given(doc=kineto_document(), gz=st.booleans())
             def prop(doc, gz):
                 one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), doc, gz))
+        elif target in ("timer", "deep500"):
+            @cfg
+            @given(text=timer_log() if target == "timer" else deep500_text())
+            def prop(text):
+                p = tmp / ("t.jsonl" if target == "timer" else "stats.txt")
+                p.write_bytes(text)
+                one(p)
         else:
             @cfg
             @given(tables=nsys_export())

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, shared_trace
-from fuzzing import check_contract, kineto_document, nsys_export, store_digest, write_kineto, write_sqlite
+from fuzzing import (check_contract, deep500_text, kineto_document, nsys_export, store_digest, timer_log, write_kineto,
+                     write_sqlite)
 
 EXAMPLES = int(os.environ.get("TRACEQ_FUZZ_EXAMPLES", "0"))
 settings.register_profile("traceq-default", deadline=None, derandomize=True, print_blob=True,
@@ -249,3 +250,37 @@ def test_rerunning_an_ingest_after_a_refusal_changes_nothing(seeded, tmp_path):
     assert check_contract(path, store).startswith("refused: ")
     assert store_digest(store) == before
     assert pl.read_parquet(store / "runs.parquet")["run"].to_list() == ["good"]
+
+
+# ------------------------------------------------------------------ timer logs, Deep500 text
+def _store_reads_back(store: Path) -> None:
+    """Every string of the timer tables reads back store-wide (invalid UTF-8 in one file made
+    DuckDB refuse the whole table: "store file is damaged")."""
+    from traceq.store import Store
+
+    con = Store(store).connect()
+    for sql in ("SELECT count(name), sum(length(name)) FROM regions",
+                "SELECT count(key), sum(length(key)) FROM timer_stats"):
+        con.execute(sql).fetchall()
+
+
+@budget(40)
+@given(text=timer_log())
+def test_hostile_timer_logs_keep_the_contract(seeded, text):
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        store = fresh(seeded, d)
+        (d / "t.jsonl").write_bytes(text)
+        if check_contract(d / "t.jsonl", store, run="fuzz") == "added":
+            _store_reads_back(store)
+
+
+@budget(30)
+@given(text=deep500_text())
+def test_hostile_deep500_text_keeps_the_contract(seeded, text):
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        store = fresh(seeded, d)
+        (d / "stats.txt").write_bytes(text)
+        if check_contract(d / "stats.txt", store, run="fuzz") == "added":
+            _store_reads_back(store)

@@ -14,6 +14,7 @@ from conftest import REPO
 from traceq.errors import BadInput
 from traceq.ingest import ingest
 from traceq.ingest.timers import log as timer_log
+from traceq.ingest.timers import log_order
 from traceq.ingest.timers.deep500 import read_stats
 from traceq.ingest.timers.log import read_log
 from traceq.ingest.timers.mila import read as read_mila
@@ -119,9 +120,11 @@ def test_records_that_leave_int64_are_skipped_and_counted_never_wrapped(tmp_path
 
 
 # ------------------------------------------------------------------ item 13: streamed
-def test_chunked_reading_gives_the_same_regions_and_line_numbers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("out_of_core", [False, True])
+def test_chunked_reading_gives_the_same_regions_and_line_numbers(tmp_path, monkeypatch, out_of_core):
     """Chunks of a few hundred bytes (records cut across every boundary) give the table one
-    chunk gives; an error names the file's line, not the chunk's."""
+    chunk gives, translated in memory or out of core (DuckDB, as for a log of millions of
+    records); an error names the file's line, not the chunk's."""
     recs = [{"gpu_timing": "cuda_events", "pid": 1, "device_index": 0, "device_name": "G", "sm_count": 1,
              "memory_bytes": 1}]
     for i in range(200):   # nested, adjacent, zero-length, on two threads, some GPU-timed
@@ -134,6 +137,8 @@ def test_chunked_reading_gives_the_same_regions_and_line_numbers(tmp_path, monke
     log.write_bytes(HEADER + b"".join(json.dumps(r).encode() + b"\n" for r in recs))
     whole = read_log(log)
     monkeypatch.setattr(timer_log, "CHUNK_BYTES", 300)
+    if out_of_core:
+        monkeypatch.setattr(log_order, "IN_MEMORY_ROWS", 0)
     chunked = read_log(log)
     assert chunked.tables["regions"].equals(whole.tables["regions"])
     assert chunked.warnings == whole.warnings == ["20 GPU-timed regions have no GPU duration (the process ended "

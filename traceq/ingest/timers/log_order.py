@@ -1,8 +1,9 @@
 """The second pass of the timer-log reader: the regions read by `log.read_log` (Parquet parts in
 a scratch folder) -> the `regions` table, ordered and completed, written batch by batch.
 
-DuckDB does the work out of core (a memory limit and a spill folder in the scratch folder), so
-a log of any size is translated in bounded memory:
+Up to IN_MEMORY_ROWS records the parts are read back and translated with numpy (fast);
+beyond, DuckDB does the work out of core (a memory limit and a spill folder in the scratch
+folder), so a log of any size is translated in bounded memory. Both give the same rows:
 
 - depth = how many regions of the same thread are open when the region starts: a running sum
   over the thread's open (+1) and close (-1) events ordered by time; at equal times regions
@@ -22,6 +23,9 @@ import pyarrow as pa
 
 # DuckDB's own memory (it spills the sort and the window to the scratch folder beyond it)
 MEMORY_LIMIT = "192MB"
+# records (regions + GPU durations + devices) translated in memory: ~150 B each at the peak
+IN_MEMORY_ROWS = 1 << 20
+INT32_MAX = (1 << 31) - 1
 BATCH_ROWS = 1 << 16
 
 REGION_PARTS = pa.schema([("idx", pa.int64()), ("key", pa.string()), ("start_ns", pa.int64()),
@@ -79,6 +83,85 @@ OUT_SCHEMA = pa.schema([("pid", pa.int64()), ("tid", pa.int64()), ("source", pa.
 def write_regions(parts: dict[str, Path], workdir: Path, out, warnings: list[str]) -> int:
     """Translate the parts into `regions` rows, written to `out.write(table)` batch by batch;
     returns the number of rows. Adds the warnings of the second pass."""
+    import pyarrow.parquet as pq
+
+    n = sum(pq.ParquetFile(p).metadata.num_rows for p in parts.values())
+    rows = _in_memory(parts, out, warnings) if n <= IN_MEMORY_ROWS else _out_of_core(parts, workdir, out, warnings)
+    if not rows:
+        warnings.append("the log holds no completed regions")
+    return rows
+
+
+def _in_memory(parts: dict[str, Path], out, warnings: list[str]) -> int:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from ..common import nesting_depth
+
+    r, g, d = (pq.read_table(parts[name]) for name in ("regions", "gpu", "device"))
+    pid, tid, start, end = (_np(r, c) for c in ("pid", "tid", "start_ns", "end_ns"))
+    has_gpu = r.column("gpu").is_valid().to_numpy(zero_copy_only=False)
+    gpu_dur = _lookup(pid, r.column("gpu").fill_null(-1).to_numpy(), has_gpu, _np(g, "pid"), _np(g, "gpu_id"),
+                      _np(g, "gpu_dur_ns"))
+    _unresolved(int((has_gpu & (gpu_dur < 0)).sum()), warnings)
+    zeros = np.zeros(len(pid), np.int64)
+    device = _lookup(pid, zeros, has_gpu, _np(d, "pid"), np.zeros(d.num_rows, np.int64),
+                     d.column("device_index").fill_null(-1).to_numpy())
+    depth = nesting_depth(pid, tid, start, end)
+    order = np.lexsort((depth, tid, pid, start))
+    n = len(order)
+    device, gpu_dur = device[order], gpu_dur[order]
+    no_device = (device < 0) | (device > INT32_MAX)
+    out.write(pa.table({
+        "pid": pa.array(pid[order]),
+        "tid": pa.array(tid[order]),
+        "source": pa.repeat(pa.scalar("timer", pa.string()), n),
+        "name": r.column("key").take(pa.array(order)),
+        "start_ns": pa.array(start[order]),
+        "end_ns": pa.array(end[order]),
+        "depth": pa.array(depth[order], pa.int32()),
+        "device": pa.array(np.where(no_device, 0, device), pa.int32(), mask=no_device),
+        "gpu_dur_ns": pa.array(gpu_dur, pa.int64(), mask=gpu_dur < 0),
+        "unfinished": pa.array(np.zeros(n, bool)),
+    }, schema=OUT_SCHEMA))
+    return n
+
+
+def _np(table: pa.Table, name: str):
+    import numpy as np
+
+    return table.column(name).to_numpy().astype(np.int64, copy=False)
+
+
+def _lookup(a, b, want, ref_a, ref_b, ref_value):
+    """For rows where `want`, the ref_value of the last ref row with (ref_a, ref_b) == (a, b); else -1."""
+    import numpy as np
+
+    out = np.full(len(a), -1, np.int64)
+    if not len(ref_a) or not want.any():
+        return out
+    ref = np.stack([ref_a, ref_b], axis=1)
+    last = np.lexsort((np.arange(len(ref_a)), ref_b, ref_a))            # by key, then file order
+    ref_s = ref[last]
+    keep = np.r_[(ref_s[1:] != ref_s[:-1]).any(axis=1), True]          # last row of each key
+    keys, values = ref_s[keep], ref_value[last][keep]
+    # binary search on the composite key: rank a row's key among the ref keys
+    keys_v = np.ascontiguousarray(keys).view([("a", np.int64), ("b", np.int64)]).ravel()
+    q = np.ascontiguousarray(np.stack([a, b], axis=1)).view([("a", np.int64), ("b", np.int64)]).ravel()
+    pos = np.searchsorted(keys_v, q)
+    found = want & (pos < len(keys_v))
+    found[found] &= keys_v[pos[found]] == q[found]
+    out[found] = values[pos[found]]
+    return out
+
+
+def _unresolved(n: int, warnings: list[str]) -> None:
+    if n:
+        warnings.append(f"{n} GPU-timed regions have no GPU duration (the process "
+                        "ended before complete_all() resolved their CUDA events)")
+
+
+def _out_of_core(parts: dict[str, Path], workdir: Path, out, warnings: list[str]) -> int:
     import duckdb
 
     spill = workdir / "duckdb.tmp"
@@ -90,18 +173,13 @@ def write_regions(parts: dict[str, Path], workdir: Path, out, warnings: list[str
         for view in _VIEWS.format(**{k: _quote(str(p)) for k, p in parts.items()}).split(";"):
             if view.strip():
                 con.sql(view)
-        unresolved = con.sql(_UNRESOLVED).fetchall()[0][0]
-        if unresolved:
-            warnings.append(f"{unresolved} GPU-timed regions have no GPU duration (the process "
-                            "ended before complete_all() resolved their CUDA events)")
+        _unresolved(con.sql(_UNRESOLVED).fetchall()[0][0], warnings)
         rows = 0
         reader = con.sql(_REGIONS).to_arrow_reader(BATCH_ROWS)
         for batch in reader:
             t = pa.Table.from_batches([batch]).cast(OUT_SCHEMA)
             rows += t.num_rows
             out.write(t)
-        if not rows:
-            warnings.append("the log holds no completed regions")
         return rows
     finally:
         con.close()
