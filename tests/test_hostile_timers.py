@@ -50,6 +50,14 @@ def test_invalid_utf8_in_a_timer_key_is_replaced_and_the_run_stays_readable(tmp_
     assert "caf\ufffd" in res.stdout
 
 
+def test_a_lone_surrogate_escape_in_the_header_host_is_replaced(tmp_path):
+    log = tmp_path / "h.jsonl"
+    log.write_bytes(b'{"traceq_timer":1,"epoch_ns":0,"perf_ns":0,"host":"n\\udc80de"}\n'
+                    b'{"key":"a","start_ns":1,"end_ns":2,"pid":1,"tid":1}\n')
+    ingest([log], tmp_path / "st")
+    assert rows(tmp_path / "st", "SELECT host FROM runs") == [("n\ufffd\ufffd\ufffdde",)]
+
+
 def test_invalid_utf8_in_deep500_and_mila_files_is_replaced_and_counted(tmp_path):
     stats = tmp_path / "s.txt"
     stats.write_bytes(b"CPU\nlo\xffad\nmin: 1 mean: 1 median: 1 max: 1 stdev: 0\n---\n")

@@ -29,7 +29,7 @@ import pyarrow.json as pa_json
 
 from ...errors import BadInput
 from ..common import Parsed
-from ..safe_text import MAX_DEPTH, TooDeep, check_utf8, json_depth, loads_capped, repair_utf8
+from ..safe_text import MAX_DEPTH, TooDeep, check_utf8, clean_text, json_depth, loads_capped, repair_utf8
 
 LOG_FORMAT_VERSION = 1   # newest traceq.timer log version this reader understands
 
@@ -83,7 +83,7 @@ def read_log(path: str | Path, workdir: str | Path | None = None) -> Parsed:
         format_version=str(header["traceq_timer"]),
         rank=_opt_int(header.get("rank")),
         world_size=_opt_int(header.get("world_size")),
-        host=header["host"] if isinstance(header.get("host"), str) else None,
+        host=clean_text(header["host"]) if isinstance(header.get("host"), str) else None,
         devices=scan.devices,
         clock_offset_ns=0,
         warnings=warnings,
