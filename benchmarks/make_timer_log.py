@@ -2,9 +2,10 @@
 
     python benchmarks/make_timer_log.py OUT.jsonl --records 5000000 [--threads 8] [--gpu]
 
-Each thread runs nested step/forward/backward/optimizer regions (depth 0..2), with a few
-hundred distinct keys; with --gpu every fourth region is GPU-timed and followed by its
-duration record. ~73 bytes per record: 5 M records are ~370 MB. Deterministic (seeded)."""
+Regions follow each other on each thread (a third start a little late), keys drawn from a few
+hundred; with --gpu every fourth region is GPU-timed and followed by its duration record.
+~86 bytes per record: 5 M records are 432 MB. Deterministic (seeded). Measure an ingest with
+`/usr/bin/time -v python -m traceq ingest OUT.jsonl --store S -q` (docs/hardening.md)."""
 from __future__ import annotations
 
 import argparse
