@@ -57,7 +57,8 @@ def read_log(path: str | Path, workdir: str | Path | None = None) -> Parsed:
     Streams: the log is read CHUNK_BYTES at a time; each chunk's records are parsed by Arrow's
     JSON reader, checked and written as Parquet parts in `workdir` (a scratch folder its
     caller removes); `Parsed.fill` then orders them and computes depth, GPU durations and
-    devices out of core (`log_order`). Memory stays bounded at any log size. Without
+    devices (`log_order`: in memory up to 2^20 records, out of core beyond). Memory stays
+    bounded at any log size. Without
     `workdir` (tests, tools) a temporary folder is used and the table comes back in
     `Parsed.tables`. (Not polars on purpose: `ingest()` parses files in forked workers, and
     polars' thread pool, once used in the parent, deadlocks in a forked child.)
@@ -93,15 +94,9 @@ def read_log(path: str | Path, workdir: str | Path | None = None) -> Parsed:
         from .log_order import write_regions
 
         write_regions(scan.parts, workdir, open_table("regions"), warnings)
-        _utf8_warning(scan.n_replaced, warnings)
 
     parsed.fill = fill
     return parsed
-
-
-def _utf8_warning(n: int, warnings: list[str]) -> None:
-    if n:
-        warnings.append(f"{n} invalid UTF-8 sequence(s) replaced by U+FFFD")
 
 
 class _Scan:
@@ -168,6 +163,8 @@ class _Scan:
         if self.n_range:
             self.warnings.append(f"{self.n_range} records skipped: an integer out of range (beyond "
                                  "int64, or start_ns/end_ns past it on the epoch clock)")
+        if self.n_replaced:
+            self.warnings.append(f"{self.n_replaced} invalid UTF-8 sequence(s) replaced by U+FFFD")
 
     def _last(self, data: bytes, line_no: int) -> bytes:
         """The file's last chunk: a last line cut short (no newline, not JSON) is skipped."""
