@@ -264,7 +264,7 @@ def _store_reads_back(store: Path) -> None:
         con.execute(sql).fetchall()
 
 
-@budget(40)
+@budget(25)
 @given(text=timer_log())
 def test_hostile_timer_logs_keep_the_contract(seeded, text):
     with tempfile.TemporaryDirectory() as d:
@@ -275,7 +275,7 @@ def test_hostile_timer_logs_keep_the_contract(seeded, text):
             _store_reads_back(store)
 
 
-@budget(30)
+@budget(20)
 @given(text=deep500_text())
 def test_hostile_deep500_text_keeps_the_contract(seeded, text):
     with tempfile.TemporaryDirectory() as d:

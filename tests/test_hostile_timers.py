@@ -58,6 +58,19 @@ def test_a_lone_surrogate_escape_in_the_header_host_is_replaced(tmp_path):
     assert rows(tmp_path / "st", "SELECT host FROM runs") == [("n\ufffd\ufffd\ufffdde",)]
 
 
+def test_a_deep500_file_with_a_stray_byte_is_recognised_and_ingested(tmp_path):
+    """Format detection decoded the head strictly: one invalid byte (or a character cut at the
+    4096-byte head) made a Deep500 file "not a trace (unrecognised binary content)"."""
+    first = b"CPU\nIO\nmin: 1 mean: 1 median: 1 max: 1 stdev: 0\n"
+    long_key = "x" * (4095 - len(first)) + "\u00e9"   # the head ends inside the é
+    for name, key in (("stray.txt", b"lo\xffad"), ("cut.txt", long_key.encode())):
+        path = tmp_path / name
+        path.write_bytes(first + key + b"\nmin: 1 mean: 1 median: 1 max: 1 stdev: 0\n---\n")
+        ingest([path], tmp_path / "st", run=name)
+    keys = rows(tmp_path / "st", "SELECT run, key FROM timer_stats WHERE key <> 'IO' ORDER BY run")
+    assert keys == [("cut.txt", long_key), ("stray.txt", "lo\ufffdad")]
+
+
 def test_invalid_utf8_in_deep500_and_mila_files_is_replaced_and_counted(tmp_path):
     stats = tmp_path / "s.txt"
     stats.write_bytes(b"CPU\nlo\xffad\nmin: 1 mean: 1 median: 1 max: 1 stdev: 0\n---\n")

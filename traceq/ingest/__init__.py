@@ -69,12 +69,15 @@ def sniff(path: Path) -> str:
         return "mila"   # mila training results / milabench summary
     if text[:1] in (b"{", b"["):
         return "kineto"
-    try:
-        decoded = head.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotATrace("not a trace (unrecognised binary content)", path) from None
+    # replace: a Deep500 key may hold a stray byte (repaired when read), and the head may end
+    # inside a character
+    decoded = head.decode("utf-8", "replace")
     if "min:" in decoded and "mean:" in decoded and "stdev:" in decoded:
         return "deep500"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotATrace("not a trace (unrecognised binary content)", path) from None
     raise NotATrace("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
 
 
