@@ -1,7 +1,7 @@
 """The long fuzzing run: the properties of tests/test_fuzz_ingest.py with a large example budget.
 
-    python benchmarks/fuzz_long.py --minutes 60            # Kineto and nsys, half the time each
-    python benchmarks/fuzz_long.py --minutes 10 --only nsys
+    python benchmarks/fuzz_long.py --minutes 60            # Kineto, nsys, damaged Kineto, timer logs, Deep500: a fifth each
+    python benchmarks/fuzz_long.py --minutes 10 --only nsys   # or kineto, damaged, timer, deep500
     python benchmarks/fuzz_long.py --minutes 10 --only damaged   # one bad token in a valid trace
 
 Each property runs until its share of the time is spent (hypothesis, random seeds). Every
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzzing import (check_contract, check_damaged, damaged_kineto, kineto_document, nsys_export,  # noqa: E402
-                     write_kineto, write_sqlite)
+from fuzzing import (check_contract, check_damaged, damaged_kineto, deep500_text, kineto_document,  # noqa: E402
+                     nsys_export, timer_log, write_kineto, write_sqlite)
 
 CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 
@@ -36,9 +36,9 @@ CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60)
-    ap.add_argument("--only", choices=["kineto", "nsys", "damaged"])
+    ap.add_argument("--only", choices=["kineto", "nsys", "damaged", "timer", "deep500"])
     args = ap.parse_args()
-    targets = [t for t in ("kineto", "nsys", "damaged") if args.only in (None, t)]
+    targets = [t for t in ("kineto", "nsys", "damaged", "timer", "deep500") if args.only in (None, t)]
     stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
     tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
     t_start = time.time()
@@ -75,6 +75,13 @@ def main() -> int:
             @given(damaged=damaged_kineto(), gz=st.booleans())
             def prop(damaged, gz):
                 one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), damaged[0], gz), damaged[1])
+        elif target in ("timer", "deep500"):
+            @cfg
+            @given(text=timer_log() if target == "timer" else deep500_text())
+            def prop(text):
+                p = tmp / ("t.jsonl" if target == "timer" else "stats.txt")
+                p.write_bytes(text)
+                one(p)
         else:
             @cfg
             @given(tables=nsys_export())

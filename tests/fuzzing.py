@@ -299,3 +299,103 @@ def check_damaged(path: Path, keep: set[str]) -> None:
     assert keep <= names, f"lost kernels {sorted(keep - names)[:5]}; warnings {parsed.warnings}"
     assert not any(w.startswith(TRUNCATED_WARNING) for w in parsed.warnings), parsed.warnings
     assert all("\n" not in w for w in parsed.warnings)
+
+# ------------------------------------------------------------------ timer logs, Deep500 text
+KEY_BYTES = st.one_of(
+    WEIRD_TEXT.map(lambda s: json.dumps(s, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    st.sampled_from([b'"step"', b'"forward"', b'"data/load"']),
+    st.binary(max_size=8).map(lambda b: b'"' + b.replace(b"\\", b"").replace(b'"', b"").replace(b"\n", b"") + b'"'),
+    st.sampled_from([b'"caf\xe9"', b'"\xff\xfe"', b'"\xed\xa0\x80"', b'"\\ud800"', b'"a\\u0000b"', b"1", b"null",
+                     b"[1]", b"{}"]),
+)
+def mostly(sane, odd):
+    """`sane` about nine times in ten, else `odd` (Hypothesis draws boundary choices often: a
+    plain one_of would make most logs refusals)."""
+    return st.integers(0, 9).flatmap(lambda i: odd if i == 9 else sane)
+
+
+TIMER_INT = mostly(st.integers(0, 10_000), st.one_of(
+    st.sampled_from(HUGE).map(str).map(str.encode), st.integers(-(2**70), 2**70),
+    st.sampled_from([b"1.5", b"1e3", b'"7"', b"true", b"null", b"NaN"])))
+
+
+def _json_int(v) -> bytes:
+    return v if isinstance(v, bytes) else str(v).encode()
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@st.composite
+def timer_log(draw) -> bytes:
+    """A hostile traceq timer log: header anchors of any size (or missing, or nested), records
+    with random bytes in keys, integers beyond int64, missing fields, nesting, unknown kinds,
+    GPU records pointing nowhere, and a last line cut short."""
+    anchors = draw(mostly(st.just("sane"), st.sampled_from(["huge", "missing", "nested"])))
+    if anchors == "sane":
+        epoch, perf = draw(st.integers(0, 2**62)), draw(st.integers(0, 2**40))
+    elif anchors == "huge":
+        epoch, perf = draw(st.sampled_from(HUGE + [9 * 10**18, -9 * 10**18])), draw(st.sampled_from(HUGE))
+    else:
+        epoch, perf = None, 0
+    head = b'{"traceq_timer":' + draw(mostly(st.just(b"1"), st.sampled_from([b"2", b"0", b'"1"']))) + b',"perf_ns":' + _json_int(perf)
+    if epoch is not None:
+        head += b',"epoch_ns":' + _json_int(int(epoch))
+    if anchors == "nested":
+        head += b',"epoch_ns":0,"x":' + _nested(draw(st.sampled_from([3, 70, 5000])))
+    head += b',"rank":' + json.dumps(draw(st.one_of(st.none(), st.integers(-5, 2**70)))).encode() + b"}"
+    lines = [head]
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(mostly(st.just("region"), st.sampled_from(["gpu", "gpu", "info", "other", "nested"])))
+        if kind == "region":
+            s = draw(TIMER_INT)
+            e = draw(st.one_of(TIMER_INT, st.just(s)))
+            fields = {b"key": draw(KEY_BYTES), b"start_ns": _json_int(s), b"end_ns": _json_int(e),
+                      b"pid": _json_int(draw(st.one_of(st.just(1), TIMER_INT))), b"tid": _json_int(draw(st.integers(1, 3)))}
+            if draw(st.booleans()):
+                fields[b"gpu"] = _json_int(draw(st.integers(0, 3)))
+            fields = {k: v for k, v in fields.items() if draw(mostly(st.just(True), st.booleans()))}   # maybe missing
+        elif kind == "gpu":
+            fields = {b"gpu_id": _json_int(draw(st.integers(0, 3))), b"pid": b"1", b"gpu_dur_ns": _json_int(draw(TIMER_INT))}
+        elif kind == "info":
+            fields = {b"gpu_timing": b'"cuda_events"', b"pid": b"1", b"device_index": _json_int(draw(TIMER_INT)),
+                      b"device_name": draw(KEY_BYTES)}
+        elif kind == "nested":
+            fields = {b"key": b'"n"', b"start_ns": b"1", b"end_ns": b"2", b"pid": b"1", b"tid": b"1",
+                      b"x": _nested(draw(st.sampled_from([2, 65, 3000])))}
+        else:
+            fields = {draw(KEY_BYTES): draw(KEY_BYTES)}
+        if kind != "other":
+            fields = {b'"' + k + b'"': v for k, v in fields.items()}
+        lines.append(b"{" + b",".join(k + b":" + v for k, v in fields.items()) + b"}")
+    text = b"\n".join(lines) + b"\n"
+    if draw(st.integers(0, 9)) == 0:   # cut short by a killed writer
+        text = text[: int(len(text) * draw(st.floats(0.5, 0.99)))]
+    return text
+
+
+STAT = st.one_of(st.floats(0, 10).map(lambda x: f"{x:.5f}"), st.sampled_from(["nan", "inf", "-inf", "NaN", "1e400", "x", ""]))
+
+
+@st.composite
+def deep500_text(draw) -> bytes:
+    """Deep500 stats text: sections, keys with random bytes, nan/inf statistics, missing or cut
+    stats lines."""
+    out = []
+    for clock in draw(st.lists(st.sampled_from([b"CPU", b"GPU", b""]), max_size=2)):
+        if clock:
+            out.append(clock)
+        for _ in range(draw(st.integers(0, 3))):
+            out.append(draw(st.one_of(st.sampled_from([b"BATCH", b"IO", b"data load"]),
+                                      st.binary(min_size=1, max_size=6).filter(lambda b: b.strip() and b"\n" not in b
+                                                                               and b"\r" not in b))))
+            if draw(st.integers(0, 6)):
+                out.append(("min: %s mean: %s median: %s max: %s stdev: %s" % tuple(draw(STAT) for _ in range(5))).encode())
+        out.append(b"---")
+    text = b"\n".join(out) + b"\n"
+    if b"min:" not in text:
+        text += b"IO\nmin: 1 mean: 1 median: 1 max: 1 stdev: 0\n"
+    if draw(st.integers(0, 6)) == 0:
+        text = text[: int(len(text) * draw(st.floats(0.3, 0.99)))]
+    return text

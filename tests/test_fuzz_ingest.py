@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, shared_trace
-from fuzzing import (check_contract, check_damaged, damaged_kineto, kineto_document, nsys_export, store_digest,
-                     write_kineto, write_sqlite)
+from fuzzing import (check_contract, check_damaged, damaged_kineto, deep500_text, kineto_document, nsys_export,
+                     store_digest, timer_log, write_kineto, write_sqlite)
 
 EXAMPLES = int(os.environ.get("TRACEQ_FUZZ_EXAMPLES", "0"))
 settings.register_profile("traceq-default", deadline=None, derandomize=True, print_blob=True,
@@ -274,3 +274,36 @@ def test_a_damaged_trace_keeps_the_ingest_contract(seeded, damaged):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         assert check_contract(write_kineto(tmp / "t.json", damaged[0]), fresh(seeded, tmp)) == "added"
+
+# ------------------------------------------------------------------ timer logs, Deep500 text
+def _store_reads_back(store: Path) -> None:
+    """Every string of the timer tables reads back store-wide (invalid UTF-8 in one file made
+    DuckDB refuse the whole table: "store file is damaged")."""
+    from traceq.store import Store
+
+    con = Store(store).connect()
+    for sql in ("SELECT count(name), sum(length(name)) FROM regions",
+                "SELECT count(key), sum(length(key)) FROM timer_stats"):
+        con.execute(sql).fetchall()
+
+
+@budget(25)
+@given(text=timer_log())
+def test_hostile_timer_logs_keep_the_contract(seeded, text):
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        store = fresh(seeded, d)
+        (d / "t.jsonl").write_bytes(text)
+        if check_contract(d / "t.jsonl", store, run="fuzz") == "added":
+            _store_reads_back(store)
+
+
+@budget(20)
+@given(text=deep500_text())
+def test_hostile_deep500_text_keeps_the_contract(seeded, text):
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        store = fresh(seeded, d)
+        (d / "stats.txt").write_bytes(text)
+        if check_contract(d / "stats.txt", store, run="fuzz") == "added":
+            _store_reads_back(store)

@@ -70,12 +70,15 @@ def sniff(path: Path) -> str:
         return "mila"   # mila training results / milabench summary
     if text[:1] in (b"{", b"["):
         return "kineto"
-    try:
-        decoded = head.decode("utf-8")
-    except UnicodeDecodeError:
-        raise NotATrace("not a trace (unrecognised binary content)", path) from None
+    # replace: a Deep500 key may hold a stray byte (repaired when read), and the head may end
+    # inside a character
+    decoded = head.decode("utf-8", "replace")
     if "min:" in decoded and "mean:" in decoded and "stdev:" in decoded:
         return "deep500"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotATrace("not a trace (unrecognised binary content)", path) from None
     raise NotATrace("not a trace (not nsys SQLite, Chrome/Kineto JSON or a timer log)", path)
 
 
@@ -187,6 +190,10 @@ def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
         from .nsys.reader import read
 
         return read(path, stream=True)
+    if fmt == "timer":
+        from .timers.log import read_log
+
+        return read_log(path, scratch)   # streams too: ordered out of core in `scratch`
     return _reader(fmt)(path)
 
 

@@ -1,9 +1,14 @@
 """Deep500 timer statistics: the text of `print_all_time_stats` / `save_all_time_stats` (a plain
 `Timer`: one section ending in `---`; a `CPUGPUTimer`: `CPU` and `GPU` sections) -> `timer_stats`
 rows (key, clock cpu|gpu, min/mean/median/max/stdev in seconds).
+
+Hostile input: invalid UTF-8 is replaced by U+FFFD (counted in a warning); a statistic that
+is nan or ±inf is undefined and stored as null (counted in a warning); a file with no key
+statistics at all (a header and no valid row) is refused rather than stored as an empty run.
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -11,6 +16,7 @@ import pyarrow as pa
 
 from ...errors import BadInput
 from ..common import Parsed, read_bytes
+from ..safe_text import check_utf8, repair_utf8
 
 
 _NUM = r"(\S+)"
@@ -27,18 +33,15 @@ def read_stats(path: str | Path) -> Parsed:
     appears more than once on a clock (stats printed repeatedly), the last one is kept.
     """
     path = Path(path)
-    raw = read_bytes(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BadInput("not a Deep500 stats file (not UTF-8 text)", path) from None
+    raw, n_replaced = repair_utf8(read_bytes(path))
+    text = raw.decode("utf-8-sig")
     lines = [(n, s.strip()) for n, s in enumerate(text.splitlines(), start=1) if s.strip()]
     if not lines:
         raise BadInput("empty file", path)
     truncated_tail = not text.endswith(("\n", "\r"))
     warnings: list[str] = []
     rows: dict[tuple[str, str], tuple] = {}
-    repeated = 0
+    repeated = undefined = 0
     clock = "cpu"
     closed = True
     i = 0
@@ -66,10 +69,14 @@ def read_stats(path: str | Path) -> Parsed:
             values = []
             for field, s in zip(_FIELDS, m.groups()):
                 try:
-                    values.append(float(s))
+                    x = float(s)
                 except ValueError:
-                    raise BadInput(f"line {lines[i + 1][0]}: {field[:-2]} value {s!r} is not a number",
-                                   path) from None
+                    raise BadInput(f"line {lines[i + 1][0]}: {field[:-2]} value {s[:40]!r} is not a "
+                                   "number", path) from None
+                if not math.isfinite(x):   # nan/inf: undefined, stored as null
+                    undefined += 1
+                    x = None
+                values.append(x)
             if (line, clock) in rows:
                 repeated += 1
                 del rows[(line, clock)]
@@ -93,8 +100,13 @@ def read_stats(path: str | Path) -> Parsed:
     if repeated:
         warnings.append(f"{repeated} key stats appear more than once (stats printed repeatedly?); "
                         "kept the last of each")
+    if undefined:
+        warnings.append(f"{undefined} statistics are nan or inf (undefined): stored as null")
+    if n_replaced:
+        warnings.append(f"{n_replaced} invalid UTF-8 sequence(s) replaced by U+FFFD")
     if not rows:
-        warnings.append("the file holds no key statistics")
+        raise BadInput("no key statistics (a key line followed by 'min: .. stdev: ..'): not a "
+                       "Deep500 stats file, or cut before its first key", path)
     keys = [k for k, _ in rows]
     clocks = [c for _, c in rows]
     cols = list(zip(*rows.values())) if rows else [[] for _ in _FIELDS]
@@ -103,4 +115,5 @@ def read_stats(path: str | Path) -> Parsed:
         "clock": pa.array(clocks, pa.string()),
         **{f: pa.array(list(c), pa.float64()) for f, c in zip(_FIELDS, cols)},
     })
+    check_utf8(table, f"{path}: timer_stats")
     return Parsed(tables={"timer_stats": table}, format="deep500_stats", warnings=warnings)

@@ -17,17 +17,21 @@ milabench summary (`milabench summary RUNS -o summary.json`): one object per ben
 
 Each benchmark gives `throughput` (= train_rate mean, items/s, sd = std, runs = n) and
 `walltime` (s) rows with `bench` set: the summary already aggregates its n runs.
+
+Hostile input: invalid UTF-8 is replaced by U+FFFD (counted in a warning), JSON nested
+deeper than 64 levels is refused before it is decoded, numbers that are not finite (or
+counts beyond int64) are null.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pyarrow as pa
 
 from ...errors import BadInput
-from ..common import Parsed
+from ..common import Parsed, read_bytes
+from ..safe_text import TooDeep, check_utf8, clean_text, loads_capped, repair_utf8
 from ...schema import METRICS
 
 ALIASES = {"train": "step_time", "train_item": "throughput"}
@@ -43,7 +47,7 @@ def _f(v):
 
 def _i(v):
     x = _f(v)
-    return int(x) if x is not None else None
+    return int(x) if x is not None and -2.0**63 <= x < 2.0**63 else None
 
 
 def _training(doc: dict) -> tuple[list[dict], dict[str, str]]:
@@ -84,11 +88,13 @@ def _summary(doc: dict) -> list[dict]:
 
 
 def read(path: str | Path) -> Parsed:
+    raw, n_replaced = repair_utf8(read_bytes(Path(path)))
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
-    except (OSError, ValueError) as exc:
+        doc = loads_capped(raw)
+    except TooDeep as exc:
         raise BadInput(f"not a mila/milabench result file ({exc})", path) from None
+    except ValueError as exc:
+        raise BadInput(f"not a mila/milabench result file ({str(exc)[:200]})", path) from None
     if not isinstance(doc, dict):
         raise BadInput("not a mila/milabench result file (expected a JSON object)", path)
     rows, labels = _training(doc)
@@ -98,5 +104,9 @@ def read(path: str | Path) -> Parsed:
     if not rows:
         raise BadInput("no metrics found (expected mila 'train': {avg, unit, ...} members or milabench "
                        "'<bench>': {train_rate: {mean, ...}} entries)", path)
+    rows = [{k: clean_text(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+    labels = {k: clean_text(v) for k, v in labels.items()}
     table = pa.Table.from_pylist(rows, schema=METRICS)
-    return Parsed(tables={"metrics": table}, format=fmt, labels=labels)
+    check_utf8(table, f"{path}: metrics")
+    warnings = [f"{n_replaced} invalid UTF-8 sequence(s) replaced by U+FFFD"] if n_replaced else []
+    return Parsed(tables={"metrics": table}, format=fmt, labels=labels, warnings=warnings)
