@@ -21,6 +21,15 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def file_literal(path: str) -> str:
+    """Path `path` as a string literal for DuckDB's file readers, never a pattern: DuckDB
+    globs a path with * ? or [ (a store `st[1]` would read a store `st1`), so each of those
+    characters becomes a class that matches only itself ([*], [?], [[])."""
+    if any(c in path for c in "*?["):
+        path = "".join(f"[{c}]" if c in "*?[" else c for c in path)
+    return sql_str(path)
+
+
 def connect(root: Path, runs: list[str] | None = None, only: tuple | None = None):
     """A DuckDB connection to the store in folder `root` with the views runs, gpu_ops, host_ops,
     regions, timer_stats, metrics, memory_events (`runs`, `only`: as for `table_views`)."""
@@ -41,7 +50,7 @@ def read_manifest(con, manifest_path: Path) -> bool:
     if not manifest_path.exists():
         return False
     try:
-        source = f"read_parquet({sql_str(str(manifest_path))}, hive_partitioning = false)"
+        source = f"read_parquet({file_literal(str(manifest_path))}, hive_partitioning = false)"
         con.execute(f"CREATE TEMP TABLE runs AS SELECT *{missing_nulls(con, source, schema.RUNS_COLUMNS)} FROM {source}")
     except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
         raise unreadable_manifest(exc, manifest_path) from None
@@ -107,7 +116,7 @@ def table_view(con, table: str, files: list[str]) -> None:
     if not files:
         empty_view(con, table, [("run", schema.STR), ("rank", schema.I32), *columns])
         return
-    listing = "[" + ", ".join(sql_str(f) for f in files) + "]"
+    listing = "[" + ", ".join(file_literal(f) for f in files) + "]"
     source = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false)"
     con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT *{missing_nulls(con, source, columns)} FROM {source}")
 
