@@ -1,14 +1,16 @@
 """What `traceq sql`, the escape hatch of DuckDB SQL over the store, may run, and the DuckDB
 connection it runs on (`connect`).
 
-The guard is DuckDB's own, not a reading of the statement's text. The connection reads the
-store's tables through Arrow datasets opened by traceq (the manifest is read before the
-lock), so DuckDB itself never needs a path inside the store; then its file access is taken
-away (`enable_external_access = false`) except for the paths the statement names in string
-literals (`'...'` or `$$...$$`) that resolve outside the store (after `~`, `..` and symlinks),
-extension installing and loading are off, and the configuration is locked (no SET, no
-PRAGMA that changes a setting). A path DuckDB would read or write that the statement does
-not name plainly, or one inside the store, fails with DuckDB's permission error. No network.
+The guard is DuckDB's own, not a reading of the statement's text: the connection's file
+access is taken away (`enable_external_access = false`) except for the paths the statement
+names in string literals (`'...'` or `$$...$$`) that resolve outside the store (after `~`,
+`..` and symlinks), extension installing and loading are off, and the configuration is
+locked (no SET, no PRAGMA that changes a setting). A path DuckDB would read or write that
+the statement does not name plainly, or one inside the store, fails with DuckDB's permission
+error. No network. DuckDB cannot tell reading a file from writing it, so the store's files
+are open to it only where nothing can write: for queries only, DuckDB reads the files the
+manifest lists (those exact paths); with writes allowed, it reads the store through Arrow
+datasets opened by traceq and cannot open a store file at all.
 
 By default only queries run: every statement must be a SELECT (WITH, FROM-first, VALUES,
 DESCRIBE, SHOW, SUMMARIZE, PIVOT, UNPIVOT are queries to DuckDB) or an EXPLAIN of one;
@@ -136,9 +138,15 @@ def connect(st, query: str, *, allow_writes: bool = False):
     the query names outside the store (module docstring)."""
     from .store import duck, read
 
-    con = duck.connect()
-    read.arrow_views(con, st.path)
+    if allow_writes:   # DuckDB must not be able to open a store file: a COPY could overwrite it
+        con = duck.connect()
+        read.arrow_views(con, st.path)
+        readable = []
+    else:              # queries only: DuckDB reads the store's files itself (no pyarrow to import)
+        con = st.connect()
+        readable = [g for files in read.store_files(con, st.path).values() for f in files
+                    for g in {f, read.file_pattern(f)}]
     check(con, query, st.path, allow_writes=allow_writes)
     files, dirs, _ = named_paths(query, st.path)
-    duck.lock_down(con, files, dirs)
+    duck.lock_down(con, files + readable, dirs)
     return con

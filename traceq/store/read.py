@@ -21,13 +21,18 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def file_literal(path: str) -> str:
-    """Path `path` as a string literal for DuckDB's file readers, never a pattern: DuckDB
-    globs a path with * ? or [ (a store `st[1]` would read a store `st1`), so each of those
-    characters becomes a class that matches only itself ([*], [?], [[])."""
+def file_pattern(path: str) -> str:
+    """Path `path` as DuckDB's file readers must be given it to read that file and no other:
+    DuckDB globs a path with * ? or [ (a store `st[1]` would read a store `st1`), so each of
+    those characters becomes a class that matches only itself ([*], [?], [[])."""
     if any(c in path for c in "*?["):
         path = "".join(f"[{c}]" if c in "*?[" else c for c in path)
-    return sql_str(path)
+    return path
+
+
+def file_literal(path: str) -> str:
+    """`file_pattern(path)` as an SQL string literal."""
+    return sql_str(file_pattern(path))
 
 
 def connect(root: Path, runs: list[str] | None = None, only: tuple | None = None):
