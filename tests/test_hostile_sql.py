@@ -31,13 +31,13 @@ def base_store(tmp_path_factory):
 @pytest.fixture
 def store(base_store, tmp_path, monkeypatch):
     """A copy of the sample store as ./.traceq of the working directory, HOME = the working
-    directory, `link` a symlink to the store's gpu_ops folder."""
+    directory, `link` a symlink to the store folder."""
     s = tmp_path / ".traceq"
     shutil.copytree(base_store, s)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "other").mkdir()
-    os.symlink(s / "gpu_ops", tmp_path / "link")
+    os.symlink(s, tmp_path / "link")
     return s
 
 
@@ -57,7 +57,8 @@ BYPASSES = [
     'ATTACH ".traceq/w.db" AS w; CREATE TABLE w.t AS SELECT 1 AS a',
     "COPY (SELECT * FROM runs WHERE false) TO ('.tr' || 'aceq/runs.parquet') (FORMAT parquet)",
     "COPY (SELECT 1 AS a) TO $$.traceq/{table_file}$$ (FORMAT parquet, USE_TMP_FILE false)",
-    "COPY (SELECT 1 AS a) TO 'link/../{table_file_in_gpu_ops}' (FORMAT parquet, USE_TMP_FILE false)",
+    "COPY (SELECT 1 AS a) TO 'link/gpu_ops/../{table_file}' (FORMAT parquet, USE_TMP_FILE false)",
+    "COPY (SELECT 1 AS a) TO ('lin' || 'k/{table_file}') (FORMAT parquet, USE_TMP_FILE false)",
     "SET enable_external_access = true; COPY (SELECT 1) TO $$.traceq/x.csv$$",
     "SET lock_configuration = false",
     "SET temp_directory = $$.traceq/tmp$$",
