@@ -57,14 +57,16 @@ def check_store(store: Store | str | None = None) -> tuple[pl.DataFrame, int]:
 
 def bad_text_column(path) -> str | None:
     """The first text column of Parquet file `path` that holds invalid UTF-8, else None
-    (read one text column and one row group at a time)."""
+    (the text columns of one row group at a time)."""
     f = pq.ParquetFile(path)
     text = [fld.name for fld in f.schema_arrow
             if pa.types.is_string(fld.type) or pa.types.is_large_string(fld.type)
             or (pa.types.is_dictionary(fld.type) and pa.types.is_string(fld.type.value_type))]
-    for name in text:
-        for g in range(f.num_row_groups):
-            col = f.read_row_group(g, columns=[name]).column(0)
+    if not text:
+        return None
+    for g in range(f.num_row_groups):
+        group = f.read_row_group(g, columns=text)
+        for name, col in zip(group.column_names, group.columns):
             for chunk in col.chunks:
                 try:
                     (chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk).validate(full=True)
