@@ -239,3 +239,12 @@ def test_local_cluster_listens_on_loopback_only_and_not_on_8787():
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
     finally:
         cluster.close()
+
+
+def test_many_stale_staging_folders_are_one_line(store):
+    host = socket.gethostname()
+    for i in range(5):
+        _staging_dir(store, f"dead{i}", {"host": host, "pid": _dead_pid(), "start": None})
+    r = run_traceq("doctor", "--store", store, cwd=store.parent)
+    assert r.returncode == 0 and r.stderr.count("\n") == 1, r.stderr
+    assert "5 stale staging folders (5.2 MB) of ingests that are gone; the next ingest removes them" in r.stderr

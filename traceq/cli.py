@@ -355,9 +355,13 @@ def doctor(store: StoreOpt = None) -> None:
     from .store import Store
 
     problems, checked = check_store(store)
-    for folder, size, why in stale_staging(store):
-        sys.stderr.write(_safe(f"traceq: warning: {folder}: stale staging folder ({size / 1e6:.1f} MB; {why}); "
-                               "the next ingest removes it") + "\n")
+    stale = stale_staging(store)
+    if len(stale) > 3:   # one line for many (a kill of an ingest of many ranks leaves one per rank)
+        mb = sum(size for _, size, _ in stale) / 1e6
+        warn(f"{Store(store).path / '.staging'}: {len(stale)} stale staging folders ({mb:.1f} MB) of ingests "
+             "that are gone; the next ingest removes them")
+    for folder, size, why in stale if len(stale) <= 3 else []:
+        warn(f"{folder}: stale staging folder ({size / 1e6:.1f} MB; {why}); the next ingest removes it")
     if problems.height == 0:
         sys.stdout.write(f"{Store(store).path}: store OK ({checked} files of "
                          f"{len(Store(store).manifest_rows())} ranks verified)\n")
