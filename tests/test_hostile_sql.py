@@ -200,3 +200,18 @@ def test_memory_limit_follows_ulimit(monkeypatch):
     monkeypatch.delenv("TRACEQ_MEMORY_LIMIT", raising=False)
     monkeypatch.setattr(resource, "getrlimit", lambda what: (4 << 30, resource.RLIM_INFINITY))
     assert duck.memory_limit() == "2048MiB"
+
+
+def test_a_glob_beside_the_store_reads_its_matches_only(store):
+    """`read_csv('*.csv')` in the folder that holds ./.traceq: the matches are readable, the
+    folder is not (it holds the store)."""
+    cwd = store.parent
+    for i in (1, 2):
+        (cwd / f"m{i}.csv").write_text(f"x\n{i}\n")
+    assert sorted(sql("SELECT x FROM read_csv('*.csv')", store)["x"].to_list()) == [1, 2]
+    before = tree(store)
+    with pytest.raises(TraceqError, match="Permission Error"):
+        sql("COPY (SELECT 1) TO ('m3' || '.csv')", store, allow_writes=True)
+    with pytest.raises(TraceqError, match="Permission Error"):   # a match in the store: refused whole
+        sql("SELECT count(*) FROM read_parquet('*/*.parquet')", store)
+    assert tree(store) == before and not (cwd / "m3.csv").exists()

@@ -258,7 +258,8 @@ def sql(
     """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
     than queries are refused unless --allow-writes. DuckDB's file access is locked to the
     paths the statement names in string literals outside the store (a glob: the folder above
-    it, unless that folder holds the store), in every mode: the store can never be written.
+    it, or the files it matches outside the store), in every mode: the store can never be
+    written.
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """

@@ -3,7 +3,8 @@ connection it runs on (`connect`).
 
 The guard is DuckDB's own, not a reading of the statement's text: the connection's file
 access is taken away (`enable_external_access = false`) except for the paths the statement
-names in string literals (`'...'` or `$$...$$`) that resolve outside the store (after `~`,
+names in string literals (`'...'` or `$$...$$`; a glob: the folder above its first wildcard, or the files
+it matches outside the store when that folder holds the store) that resolve outside the store (after `~`,
 `..` and symlinks), extension installing and loading are off, and the configuration is
 locked (no SET, no PRAGMA that changes a setting). A path DuckDB would read or write that
 the statement does not name plainly, or one inside the store, fails with DuckDB's permission
@@ -20,6 +21,7 @@ CREATE of in-memory tables, under the named paths outside the store only.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 from pathlib import Path
@@ -102,10 +104,15 @@ def named_paths(query: str, store: Path) -> tuple[list[str], list[str], list[str
         if _inside(p, store):
             inside.append(lit)
             continue
-        if _GLOB.search(str(p)):   # a pattern: the folder above its first wildcard
-            parts = p.parts
+        if _GLOB.search(str(p)):   # a pattern: the folder above its first wildcard, or if that
+            parts = p.parts       # folder holds the store, the files it matches now outside it
             k = next(i for i, part in enumerate(parts) if _GLOB.search(part))
+            matches = [m for m in glob.glob(str(p), recursive=True) if not _inside(Path(m), store)]
+            pattern = p
             p = Path(*parts[:k])
+            if _contains_store(p, store):   # DuckDB checks the pattern, then each file it matches
+                files += [f for m in matches for f in {m, os.path.abspath(m)}] + [lit, str(pattern)]
+                continue
         if _contains_store(p, store):
             continue
         abs_p = os.path.abspath(p)
