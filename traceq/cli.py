@@ -253,10 +253,13 @@ def sql(
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
-    allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, CREATE, ATTACH, SET, INSTALL …), never into the store.")] = False,
+    allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, EXPORT DATABASE, ATTACH, CREATE): only to the paths the statement names in '…' or $$…$$ outside the store. SET, INSTALL, LOAD and network access stay refused.")] = False,
 ) -> None:
     """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
-    than queries are refused unless --allow-writes, and nothing may write into the store.
+    than queries are refused unless --allow-writes. DuckDB's file access is locked to the
+    paths the statement names in string literals outside the store (a glob: the folder above
+    it, or the files it matches outside the store), in every mode: the store can never be
+    written.
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
@@ -343,15 +346,23 @@ register_all(app)
 
 @app.command()
 def doctor(store: StoreOpt = None) -> None:
-    """Verify every file of the store's manifest (exists, readable, row counts as recorded) and
-    say what to re-ingest. Exit 0 when the store is sound, 1 when something is damaged.
+    """Verify every file of the store's manifest (exists, readable, row counts as recorded, text
+    valid UTF-8) and say what to re-ingest or remove (traceq rm); report staging folders left by
+    killed ingests, with their size. Exit 0 when the store is sound, 1 when something is damaged.
 
     Example: traceq doctor --store .traceq
     """
-    from .doctor import check_store
+    from .doctor import check_store, stale_staging
     from .store import Store
 
     problems, checked = check_store(store)
+    stale = stale_staging(store)
+    if len(stale) > 3:   # one line for many (a kill of an ingest of many ranks leaves one per rank)
+        mb = sum(size for _, size, _ in stale) / 1e6
+        warn(f"{Store(store).path / '.staging'}: {len(stale)} stale staging folders ({mb:.1f} MB) of ingests "
+             "that are gone; the next ingest removes them")
+    for folder, size, why in stale if len(stale) <= 3 else []:
+        warn(f"{folder}: stale staging folder ({size / 1e6:.1f} MB; {why}); the next ingest removes it")
     if problems.height == 0:
         sys.stdout.write(f"{Store(store).path}: store OK ({checked} files of "
                          f"{len(Store(store).manifest_rows())} ranks verified)\n")
@@ -362,6 +373,25 @@ def doctor(store: StoreOpt = None) -> None:
     raise typer.Exit(1)
 
 
+@app.command()
+def rm(
+    runs: Annotated[list[str], typer.Argument(help="Runs to remove (names as `traceq runs` lists them).",
+                                              metavar="RUN", show_default=False)],
+    store: StoreOpt = None,
+) -> None:
+    """Remove runs from the store: their manifest rows (replaced atomically, under the same lock
+    as an ingest) and their table files. An unknown run changes nothing.
+
+    Example: traceq rm old_baseline
+    """
+    from .store import Store
+
+    st = Store(store)
+    removed = st.remove(runs)
+    for run, n in removed.items():
+        sys.stdout.write(_safe(f"{st.path}: removed run {run!r} ({n} rank(s))") + "\n")
+
+
 def _damaged_store_file(exc: Exception) -> str | None:
     """The store file named by a DuckDB/Arrow read error (a corrupt or vanished Parquet file)."""
     import re
@@ -370,6 +400,11 @@ def _damaged_store_file(exc: Exception) -> str | None:
         return None
     m = re.search(r"""["']([^"']+\.parquet)["']""", str(exc)) or re.search(r"(\S+\.parquet)", str(exc))
     return m.group(1) if m else None
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """polars' PanicException (a Rust panic; derives from BaseException, not Exception)."""
+    return any(c.__name__ == "PanicException" for c in type(exc).__mro__)
 
 
 def main() -> None:
@@ -444,11 +479,18 @@ def _main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("traceq: interrupted\n")
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the single place that turns errors into one line
-        from .errors import TraceqError
-
+    except BaseException as exc:  # noqa: BLE001 - the single place that turns errors into one line
+        if not isinstance(exc, Exception) and not _is_panic(exc):
+            raise   # GeneratorExit and the like: not an error of traceq's
         if debug:
             raise
+        if _is_panic(exc):   # a Rust panic in polars (a BaseException): a bug, said in one line
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            sys.stderr.write(f"traceq: internal error: polars panicked ({_safe(first)}); "
+                             "rerun with --debug for the traceback\n")
+            sys.exit(1)
+        from .errors import TraceqError
+
         if isinstance(exc, TraceqError):
             sys.stderr.write(f"traceq: {_safe(str(exc))}\n")
             sys.exit(exc.exit_code)

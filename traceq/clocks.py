@@ -18,7 +18,6 @@ key), queries/clock_refine.sql (the refinement).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,14 +44,14 @@ def rank_clock(rows: list[dict]) -> pa.Table:
 
 def refine_run(store_path: Path, rows: list[dict]) -> dict[int, int | None]:
     """The refinement of every rank of one run from its manifest rows (files in place)."""
-    import duckdb
-
     from .queries import run_script
     from .store import table_view
+    from .store.duck import connect
+    from .store.layout import listed_files
 
-    con = duckdb.connect(":memory:")
+    con = connect()
     try:
-        files = [str(Path(store_path) / f) for r in rows if (f := json.loads(r["files"] or "{}").get("gpu_ops"))]
+        files = [str(f) for r in rows if (f := listed_files(Path(store_path), r["files"]).get("gpu_ops"))]
         table_view(con, "gpu_ops", files)
         kernels = run_script(con, "ranks_rank", {"run": rows[0]["run"], "rank": None})
         con.register("coll_kernels", kernels.to_arrow())

@@ -114,7 +114,7 @@ def partial_results(exc: BaseException) -> list:
 
 def _dask_client(spec: ExecutorSpec):
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise TraceqError("--executor dask needs Dask distributed: pip install 'traceq[dask]'") from None
     try:
@@ -125,9 +125,22 @@ def _dask_client(spec: ExecutorSpec):
     except (OSError, TimeoutError) as exc:
         where = spec.scheduler_file or spec.scheduler
         raise TraceqError(f"cannot reach the Dask scheduler at {where} ({exc})") from None
-    cluster = LocalCluster(n_workers=spec.jobs or min(os.cpu_count() or 1, 8), threads_per_worker=1,
-                           processes=True, dashboard_address=None, silence_logs=50)
+    cluster = local_cluster(spec.jobs or min(os.cpu_count() or 1, 8))
     return Client(cluster), cluster
+
+
+def local_cluster(n_workers: int):
+    """The LocalCluster of a call without a scheduler: `n_workers` single-threaded worker
+    processes, everything on the loopback interface. No dashboard: distributed's scheduler
+    starts its HTTP server even with dashboard_address=None (on port 8787, with its JSON and
+    Prometheus routes); here it has no routes and listens on a free loopback port."""
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.http.routes": []}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                            dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                            silence_logs=50)
 
 
 def _cancel_if_waiting(fut) -> None:

@@ -59,9 +59,9 @@ def overlap_rows(scope: Scope, by: str = "rank") -> pl.DataFrame:
 
 def across_ranks(by_rank: pl.DataFrame, con=None) -> pl.DataFrame:
     """One row: min/median/max overlap and exposed time over ranks, straggler hints."""
-    import duckdb
+    from ..store.duck import connect
 
-    con = con or duckdb.connect(":memory:")
+    con = con or connect()
     register_pl(con, "overlap_by_rank", by_rank.select(list(schema())).cast(schema()))
     df = run_script(con, "overlap_ranks")
     con.unregister("overlap_by_rank")

@@ -105,9 +105,8 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     """Per rank step time, exposed communication, arrival lateness and clock offset; per
     collective type skew, last rank and bus bandwidth; the straggler with its evidence.
     `timings`, when given, receives the seconds of each stage (benchmarks/bench_ranks.py)."""
-    import duckdb
-
     from ..engine import scope as scope_mod
+    from ..store.duck import connect as duck_connect
     from ..engine.per_rank import batches, workers
 
     clock = _Stopwatch(timings)
@@ -123,7 +122,7 @@ def ranks(store: Store | str | None = None, run: str | None = None,
     facts = run_map(_FactsTask(os.path.abspath(st.path), run), work, executor)
     clock.lap("per_rank_map")
     facts.sort(key=lambda f: f["rank"][0])
-    con = duckdb.connect(":memory:")
+    con = duck_connect()
     kernels = pa.concat_tables([f["kernels"] for f in facts])
     con.register("coll_kernels", kernels)
     con.register("rank_offsets", rank_offsets(con, rows))

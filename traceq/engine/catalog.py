@@ -34,14 +34,14 @@ def runs(store=None) -> pl.DataFrame:
 
 def sql(query: str, store=None, *, allow_writes: bool = False) -> pl.DataFrame:
     """Run DuckDB SQL over the store's views. Queries only, unless `allow_writes` (then any
-    statement that names no path inside the store); see `traceq.sql_guard`."""
+    statement, with file access only to the paths it names outside the store); see
+    `traceq.sql_guard`."""
     import duckdb
 
-    from ..sql_guard import check
+    from ..sql_guard import connect
 
     st = store if isinstance(store, Store) else Store(store)
-    con = st.connect()
-    check(con, query, st.path, allow_writes=allow_writes)
+    con = connect(st, query, allow_writes=allow_writes)
     try:
         return fetch_pl(con, query)
     except duckdb.Error as exc:

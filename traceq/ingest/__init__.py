@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..errors import BadInput, TraceqError
 from ..executor import ExecutorSpec, partial_results, run_map
-from ..store import RankData, Staged, Store
+from ..store import RankData, Staged, Store, staging
 from .common import NotATrace, Parsed, rank_from_filename
 from .. import arrow_without_pandas
 from . import hashing
@@ -164,6 +164,7 @@ class _Job:
     size: int | None = None
     skippable: bool = False   # a file of a directory: skipped when it is not a trace
     captures: list[Path] | None = None   # --graph-capture: the capture traces (graph_capture)
+    owner: dict | None = None   # the ingest that commits it (its staging folder names it)
 
 
 @dataclass
@@ -201,7 +202,8 @@ def _parse_and_stage(store_path: str, job: _Job) -> Staged | _Skipped:
     """Worker: read one file and write its tables to the store's staging area."""
     arrow_without_pandas.apply()   # a worker spawned by the command line: no pandas import
     try:
-        return _stage(store_path, job)
+        with staging.owned_by(job.owner):
+            return _stage(store_path, job)
     except NotATrace as exc:
         if not job.skippable:
             raise
@@ -284,6 +286,7 @@ def _ingest(
     that captured them; the capture traces' sha256 is part of each file's identity."""
     arrow_without_pandas.apply()   # before the first use of pyarrow (only under the command line)
     st = store if isinstance(store, Store) else Store(store)
+    owner = staging.owner_id()   # each staging folder names this process: stale once it is gone
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
     files = expand(paths)
@@ -345,7 +348,7 @@ def _ingest(
         if fmt == "auto" and path not in members:
             sniff(path)   # fail fast, before any work, on files that are not traces
         todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size, skippable=path in members,
-                         captures=captures))
+                         captures=captures, owner=owner))
     _check_traces_left(members, results)
     staged: list[Staged] = []
     fresh = st.missing_root()   # a failed first ingest leaves no folder behind

@@ -184,7 +184,7 @@ def _decode(path: Path):
     try:
         try:
             decoded = decode_file(path, tmp)
-            names = pl.concat([pl.read_parquet(p, columns=["pid", "correlation", "launch_kernel"]) for p in decoded.parts]
+            names = pl.concat([pl.read_parquet(p, columns=["pid", "correlation", "launch_kernel"], glob=False) for p in decoded.parts]
                               or [pl.DataFrame(schema={"pid": pl.Int64, "correlation": pl.Int64, "launch_kernel": pl.String})])
             pieces: dict[str, list] = {}
 

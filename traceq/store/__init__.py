@@ -14,9 +14,11 @@ replaces `runs.parquet` atomically (`os.replace`) under the lock. A process kill
 point therefore leaves the store readable and exactly as it was (at worst with orphan
 files, which the next commit deletes).
 
-Modules: `layout` (paths and errors), `writer` (one table file), `staging` (the staging area,
-`RankData`, `Staged`), `manifest` (`Store`: the manifest and the commit), `read` (DuckDB
-views over the files), `exchange` (DuckDB <-> polars: `fetch_pl`, `register_pl`).
+Modules: `layout` (paths and errors, the check that a manifest path stays in the store),
+`writer` (one table file), `staging` (the staging area, `RankData`, `Staged`, owners and
+stale folders), `manifest` (`Store`: the manifest, the commit, `remove`), `read` (DuckDB
+views over the files), `duck` (every DuckDB connection's settings, `traceq sql`'s lock),
+`exchange` (DuckDB <-> polars: `fetch_pl`, `register_pl`).
 Importing the package loads no data library: DuckDB, pyarrow and polars are imported by the
 functions that use them.
 """

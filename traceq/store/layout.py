@@ -53,3 +53,37 @@ def unreadable_manifest(exc: Exception, manifest_path: Path) -> TraceqError:
     """The error of a manifest that cannot be read: said as such, never guessed around."""
     return TraceqError(f"store manifest is unreadable ({str(exc).splitlines()[0][:160]}); the store cannot be "
                        "repaired in place: re-ingest the traces into a new store", manifest_path)
+
+
+def listed_files(root: Path, files_json: str | None, manifest_path: Path | None = None) -> dict[str, Path]:
+    """{table: path} of one manifest row's `files` (JSON of paths relative to the store folder
+    `root`). A path that leaves the store (absolute, `..`, a symlink out of it) or is not a
+    table file is a damaged manifest: TraceqError in one line, never followed (a tampered
+    manifest must not make an ingest delete, or a query read, a file elsewhere). The check is
+    on the text (no `..`, not absolute, under a table's folder): cheap on every read; a
+    delete checks the resolved path as well (`inside`)."""
+    import json
+
+    where = manifest_path or root / MANIFEST
+    try:
+        files = json.loads(files_json or "{}")
+    except ValueError:
+        files = None
+    if not isinstance(files, dict):
+        raise TraceqError("store manifest is damaged (a `files` entry is not a JSON object); re-ingest the "
+                          "traces into a new store", where)
+    out = {}
+    for table, rel in files.items():
+        p = Path(str(rel))
+        if (not isinstance(rel, str) or p.is_absolute() or ".." in p.parts or p.suffix != ".parquet"
+                or len(p.parts) < 2 or p.parts[0].startswith(".")):
+            raise TraceqError(f"store manifest is damaged: it lists {str(rel)[:120]!r}, which is not a table file "
+                              "inside the store; nothing was read or deleted (re-ingest the traces into a new "
+                              "store)", where)
+        out[str(table)] = root / p
+    return out
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether `path` (symlinks followed) is inside the store folder `root`."""
+    return root.resolve() in path.resolve().parents

@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING
 from .. import schema
 from ..errors import TraceqError
 from . import read, staging
-from .layout import LOCK, MANIFEST, STAGING, resolve_store_path, table_file, unreadable_manifest, write_error
+from .layout import (LOCK, MANIFEST, inside, listed_files, resolve_store_path, table_file, unreadable_manifest,
+                     write_error)
 from .staging import RankData, Staged
 
 if TYPE_CHECKING:   # reading the store needs DuckDB only; pyarrow is imported to write
     import pyarrow as pa
-
-# staging folders older than this (seconds) belong to no live ingest: a commit removes them
-STALE_STAGING_S = 3600
 
 
 class Store:
@@ -149,6 +147,8 @@ class Store:
         statuses: list[str] = []
         with self._locked():
             rows = self.manifest_rows()
+            for r in rows:   # a damaged manifest stops the commit before anything moves
+                listed_files(self.path, r["files"], self.manifest_path)
             keep = {(r["run"], r["rank"]): r for r in rows}
             superseded: list[str] = []
             now = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -177,7 +177,7 @@ class Store:
                     rel_files[table] = str(rel)
                     moved.append(self.path / rel)
                 if old is not None:
-                    superseded.extend(json.loads(old["files"] or "{}").values())
+                    superseded.extend(listed_files(self.path, old["files"], self.manifest_path).values())
                 keep[key] = {
                     "run": d.run, "rank": d.rank, "world_size": d.world_size,
                     "source_path": d.source_path, "source_sha256": d.source_sha256,
@@ -206,18 +206,61 @@ class Store:
                 finally:
                     with contextlib.suppress(OSError):
                         tmp.unlink()
-                for rel in superseded:
-                    with contextlib.suppress(OSError):
-                        (self.path / rel).unlink()
+                for path in superseded:
+                    if inside(self.path, path):   # never a file elsewhere (a symlink out of the store)
+                        with contextlib.suppress(OSError):
+                            path.unlink()
             self._collect_garbage(keep.values())
         for st in staged:
             shutil.rmtree(st.staging_dir, ignore_errors=True)
         return statuses
 
+    def remove(self, runs: list[str]) -> dict[str, int]:
+        """Remove runs from the store (`traceq rm`): the manifest is replaced atomically without
+        their rows (under the lock, as a commit), then their table files are deleted (a process
+        killed in between leaves orphans that the next commit deletes). An unknown run is an
+        error and nothing changes. Returns {run: ranks removed}."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self.exists():
+            raise TraceqError("no store here (no runs.parquet): nothing to remove", self.path)
+        with self._locked():
+            rows = self.manifest_rows()
+            known = {r["run"] for r in rows}
+            unknown = [r for r in dict.fromkeys(runs) if r not in known]
+            if unknown:
+                names = ", ".join(repr(r) for r in sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
+                raise TraceqError(f"run {unknown[0]!r} is not in the store (runs: {names or 'none'}); nothing was removed",
+                                  self.path)
+            gone = [r for r in rows if r["run"] in runs]
+            files = [p for r in gone for p in listed_files(self.path, r["files"], self.manifest_path).values()]
+            kept = [r for r in rows if r["run"] not in runs]
+            tmp = self.path / f".{MANIFEST}.{uuid.uuid4().hex}.tmp"
+            try:
+                pq.write_table(pa.Table.from_pylist(kept, schema=schema.RUNS), tmp)
+                os.replace(tmp, self.manifest_path)
+            except OSError as exc:
+                raise write_error(exc, self.path) from None
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+            for path in files:
+                if inside(self.path, path):
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                    with contextlib.suppress(OSError):   # the run's and rank's folders, once empty
+                        path.parent.rmdir()
+                        path.parent.parent.rmdir()
+        counts: dict[str, int] = {}
+        for r in gone:
+            counts[r["run"]] = counts.get(r["run"], 0) + 1
+        return counts
+
     def _collect_garbage(self, rows) -> None:
         """Delete table files the manifest does not reference (left by killed ingests), and
-        staging folders older than STALE_STAGING_S (those of live ingests are younger)."""
-        live = {str(self.path / rel) for r in rows for rel in json.loads(r["files"] or "{}").values()}
+        the staging folders no live ingest owns (`staging.stale`)."""
+        live = {str(p) for r in rows for p in listed_files(self.path, r["files"], self.manifest_path).values()}
         for table in schema.TABLES:
             tdir = self.path / table
             if not tdir.is_dir():
@@ -226,9 +269,4 @@ class Store:
                 if str(f) not in live:
                     with contextlib.suppress(OSError):
                         f.unlink()
-        staging_dir = self.path / STAGING
-        if staging_dir.is_dir():
-            for d in staging_dir.iterdir():
-                with contextlib.suppress(OSError):
-                    if datetime.now().timestamp() - d.stat().st_mtime > STALE_STAGING_S:
-                        shutil.rmtree(d, ignore_errors=True)
+        staging.remove_stale(self.path)

@@ -1,12 +1,17 @@
 """The staging area of a store (`.staging/` in the store folder): what an ingest hands over
 (`RankData`), writing a rank's table files into a fresh staging folder (`stage`, giving a
 `Staged` ready for the commit), scratch folders for readers, creating the store folder and
-taking it away again after a failed first ingest."""
+taking it away again after a failed first ingest; who owns a staging folder (`.owner`: the
+host, pid and start time of the ingest that made it) and which ones are stale (`stale`)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import json
 import os
 import shutil
+import socket
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +54,107 @@ class Staged:
     staging_dir: Path
     files: dict[str, str]   # table -> staged file name
     counts: dict[str, int]
+
+
+OWNER_FILE = ".owner"
+# a staging folder of another host (or without an owner) is stale once nothing in it changed
+# for this long (seconds): that host's processes cannot be asked whether they still run
+STALE_STAGING_S = 3600
+_OWNER: contextvars.ContextVar[dict | None] = contextvars.ContextVar("traceq_staging_owner", default=None)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The start time of process `pid` (clock ticks since boot; Linux), None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner_id() -> dict:
+    """This process as the owner of staging folders: host, pid, start time."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_ticks(os.getpid())}
+
+
+@contextlib.contextmanager
+def owned_by(owner: dict | None):
+    """Staging folders made inside this block (this thread) name `owner` (the ingest that
+    commits them, when a worker process stages for it), not the worker."""
+    token = _OWNER.set(owner)
+    try:
+        yield
+    finally:
+        _OWNER.reset(token)
+
+
+def _make(d: Path) -> None:
+    d.mkdir()
+    (d / OWNER_FILE).write_text(json.dumps(_OWNER.get() or owner_id()))
+
+
+def _alive(owner: dict) -> bool:
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError, TypeError, KeyError):
+        return True
+    start = _start_ticks(int(owner["pid"]))
+    return owner.get("start") is None or start is None or start == owner["start"]
+
+
+def _age_s(d: Path) -> float:
+    """Seconds since anything in folder `d` (or the folder) last changed."""
+    newest = d.stat().st_mtime
+    for f in d.iterdir():
+        with contextlib.suppress(OSError):
+            newest = max(newest, f.stat().st_mtime)
+    return time.time() - newest
+
+
+def stale(root: Path) -> list[tuple[Path, str]]:
+    """The staging folders of the store `root` that no live ingest owns, with why: the owner
+    process (on this host; pid and start time) is gone, or (another host's, or no owner) nothing changed in it
+    for STALE_STAGING_S."""
+    out = []
+    sdir = root / STAGING
+    if not sdir.is_dir():
+        return out
+    host = socket.gethostname()
+    for d in sdir.iterdir():
+        try:
+            age = _age_s(d) if d.is_dir() else time.time() - d.stat().st_mtime
+            try:
+                owner = json.loads((d / OWNER_FILE).read_text())
+            except (OSError, ValueError):
+                owner = None
+            if isinstance(owner, dict) and owner.get("host") == host and not _alive(owner):
+                out.append((d, f"its ingest (pid {owner.get('pid')}) is gone"))
+            elif age > STALE_STAGING_S:
+                who = f"owned by {owner.get('host')}" if isinstance(owner, dict) else "no owner"
+                out.append((d, f"unchanged for {age / 3600:.1f} h, {who}"))
+        except OSError:
+            continue
+    return out
+
+
+def size_bytes(d: Path) -> int:
+    total = 0
+    for f in (d.rglob("*") if d.is_dir() else [d]):
+        with contextlib.suppress(OSError):
+            total += f.lstat().st_size
+    return total
+
+
+def remove_stale(root: Path) -> None:
+    """Remove the stale staging folders of the store `root` (`stale`)."""
+    for d, _ in stale(root):
+        if d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                d.unlink()
 
 
 def ensure(root: Path) -> None:
@@ -106,7 +212,7 @@ def stage(root: Path, data: RankData, fill=None) -> Staged:
     ensure(root)
     sdir = root / STAGING / uuid.uuid4().hex
     try:
-        sdir.mkdir()
+        _make(sdir)
         return _stage_tables(sdir, data) if fill is None else _stage_filled(sdir, data, fill)
     except OSError as exc:
         shutil.rmtree(sdir, ignore_errors=True)
@@ -123,8 +229,9 @@ def scratch(root: Path):
     ensure(root)
     d = root / STAGING / f"{uuid.uuid4().hex}.scratch"
     try:
-        d.mkdir()
+        _make(d)
     except OSError as exc:
+        shutil.rmtree(d, ignore_errors=True)
         raise write_error(exc, root) from None
     try:
         yield d
