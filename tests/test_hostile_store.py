@@ -94,8 +94,6 @@ def test_store_path_with_brackets(tmp_path):
     assert Store(decoy).manifest_rows()[0]["run"] == "decoy"
 
 
-@pytest.mark.xfail(reason="traceq/ingest/kineto/translate.py reads its parts with polars' glob on (the Kineto helper's "
-                          "files): pl.scan_parquet/read_parquet need glob=False", strict=False)
 def test_kineto_ingest_into_a_store_path_with_brackets(tmp_path):
     r = run_traceq("ingest", SAMPLES / "fast_dataloader" / "rank0.pt.trace.json.gz", "--store", "st[1]", "-q",
                    cwd=tmp_path)

@@ -71,7 +71,7 @@ def _readers(parts: list[Path], columns: list[str] | None = None) -> Iterator[Ca
                 yield partial(_read_group, group, columns)
             continue
         for part, meta in run:
-            lazy = pl.scan_parquet(part)
+            lazy = pl.scan_parquet(part, glob=False)
             if columns is not None:
                 lazy = lazy.select(columns)
             at = 0
@@ -101,7 +101,7 @@ def _grouped(sized: Iterable[tuple[Path, int]], cap: int) -> Iterator[list[Path]
 def _read_group(parts: list[Path], columns: list[str] | None) -> pl.DataFrame:
     """Small parts as one frame, each read on its own and kept as a chunk of it (polars'
     reading of a list of files at once held ~15 MB more at the peak)."""
-    frames = [pl.read_parquet(p, columns=columns) for p in parts]
+    frames = [pl.read_parquet(p, columns=columns, glob=False) for p in parts]
     return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
@@ -241,7 +241,7 @@ def _memory_events(parts: list[Path], open_table: OpenTable) -> None:
     files = [memory_path(p) for p in parts if memory_path(p).exists()]
     if not files:
         return
-    ev = pl.concat([pl.read_parquet(f) for f in files])
+    ev = pl.concat([pl.read_parquet(f, glob=False) for f in files])
     start, ok = to_ns(ev["ts"].to_numpy())
     ev = ev.with_columns(start_ns=series(start, ok)).filter(pl.col("start_ns").is_not_null())
     types = pl.col("device_type")

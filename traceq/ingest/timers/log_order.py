@@ -186,4 +186,7 @@ def _out_of_core(parts: dict[str, Path], workdir: Path, out, warnings: list[str]
 
 
 def _quote(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+    """Path `s` as a DuckDB literal naming that file only (no glob: a store `st[1]`)."""
+    from ...store.read import file_literal
+
+    return file_literal(s)
