@@ -33,6 +33,11 @@ def test_extradeep_file_names():
     fp = parse_extradeep("mm.x10y1,5.r1/profile2.sqlite")
     assert (fp.run, fp.labels, fp.rank) == ("mm.x10y1,5.r1", {"x": "10", "y": "1.5", "rep": "1", "app": "mm"}, 2)
     assert parse_extradeep("resnet50.sqlite") is None
+    # issue 37: `r<N>` is the repetition wherever it stands, `mpi<N>` the rank
+    fp = parse_extradeep("x.p2.b32/r2.json.gz")
+    assert (fp.run, fp.labels, fp.rank) == ("x.p2.b32.r2", {"p": "2", "b": "32", "rep": "2", "app": "x"}, None)
+    fp = parse_extradeep("x.p2.b32/r2.mpi5.json.gz")
+    assert (fp.run, fp.labels["rep"], fp.rank) == ("x.p2.b32.r2", "2", 5)
 
 
 def test_user_pattern():
