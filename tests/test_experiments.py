@@ -33,6 +33,11 @@ def test_extradeep_file_names():
     fp = parse_extradeep("mm.x10y1,5.r1/profile2.sqlite")
     assert (fp.run, fp.labels, fp.rank) == ("mm.x10y1,5.r1", {"x": "10", "y": "1.5", "rep": "1", "app": "mm"}, 2)
     assert parse_extradeep("resnet50.sqlite") is None
+    # issue 37: `r<N>` is the repetition wherever it stands, `mpi<N>` the rank
+    fp = parse_extradeep("x.p2.b32/r2.json.gz")
+    assert (fp.run, fp.labels, fp.rank) == ("x.p2.b32.r2", {"p": "2", "b": "32", "rep": "2", "app": "x"}, None)
+    fp = parse_extradeep("x.p2.b32/r2.mpi5.json.gz")
+    assert (fp.run, fp.labels["rep"], fp.rank) == ("x.p2.b32.r2", "2", 5)
 
 
 def test_user_pattern():
@@ -339,6 +344,33 @@ def test_milabench_summary(tmp_path):
 
 
 # ---------------------------------------------------------------- compare
+def test_compare_milabench_summary_alone_and_beside_a_trace(tmp_path):
+    """Issue 37 item 2: `compare` on a milabench summary was 'internal error: IndexError', and
+    beside a second run the milabench run was dropped without a word."""
+    f = tmp_path / "nvidia_summary.json"
+    f.write_text(json.dumps({"resnet50": {"name": "resnet50", "n": 4, "successes": 4, "failures": 0,
+                                          "train_rate": {"min": 500, "max": 520, "mean": 510.0, "std": 8.0,
+                                                         "sem": 4.0, "median": 510}, "walltime": 300.0}}))
+    store = tmp_path / "s"
+    assert traceq("ingest", f, SAMPLES / "slow_dataloader", "--store", store, "-q").returncode == 0
+    r = traceq("compare", "nvidia_summary", "--store", store, "-f", "json")
+    assert r.returncode == 0, r.stderr
+    by = {x["metric"]: x for x in json.loads(r.stdout)}
+    # the summary pools its own n = 4 runs: mean 510 items/s, std 8 -> sd % = 100 * 8 / 510
+    t = by["bench.resnet50.throughput"]
+    assert (t["config"], t["unit"], t["runs"], t["mean"], t["sd"]) == ("nvidia_summary", "items/s", 4, 510.0, 8.0)
+    assert t["sd_pct"] == pytest.approx(100 * 8 / 510) and t["change_pct"] == pytest.approx(0.0)
+    assert (by["bench.resnet50.walltime"]["mean"], by["bench.resnet50.walltime"]["unit"]) == (300.0, "s")
+    r = traceq("compare", "nvidia_summary", "slow_dataloader", "--store", store)
+    assert r.returncode == 0, r.stderr
+    assert "2 configuration(s)" in r.stdout and "bench.resnet50.throughput" in r.stdout and "step_time" in r.stdout
+    # a metric only one of them has: the other is named, not dropped silently
+    r = traceq("compare", "nvidia_summary", "slow_dataloader", "--store", store, "-m", "step_time")
+    assert r.returncode == 0 and "no such metrics in nvidia_summary" in r.stdout
+    r = traceq("compare", "nvidia_summary", "--store", store, "-m", "nothing")
+    assert r.returncode != 0 and "no metric matches --metric nothing" in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.shared
 def test_compare_shared_control_test_and_a_third_run(tmp_path):
     control = shared_trace("kineto/hta/trace_diff/control/control.json.gz")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -83,3 +85,41 @@ def test_extra_deep_file_names_set_the_rank_and_share_the_run(tmp_path):
         files.append(f)
     res = ingest(files, tmp_path / "s")
     assert sorted((r.run, r.rank) for r in res) == [("lulesh", 0), ("lulesh", 3)]
+
+
+def test_repetition_suffix_is_never_the_rank(tmp_path):
+    """Issue 37 item 1: Extra-Deep's `r<N>` is the repetition (README, Experiments), `mpi<N>` /
+    `rank<N>` the rank. A single file `x.p2.b32.r1.json.gz` is rank 0 (not 1) of run `x.p2.b32.r1`."""
+    src = SAMPLES / "slow_dataloader" / "rank0.pt.trace.json.gz"   # Kineto, no distributedInfo rank
+    f = tmp_path / "x.p2.b32.r1.json.gz"
+    shutil.copyfile(src, f)
+    assert default_run_name(f) == "x.p2.b32.r1"
+    assert default_run_name(tmp_path / "r1.json") == "r1"          # a repetition, not a rank-only name
+    res = ingest([f], tmp_path / "s")
+    assert [(r.run, r.rank) for r in res] == [("x.p2.b32.r1", 0)]
+    g = tmp_path / "x.p2.b32.r2.mpi3.json.gz"
+    shutil.copyfile(src, g)
+    assert [(r.run, r.rank) for r in ingest([g], tmp_path / "s2")] == [("x.p2.b32.r2", 3)]
+
+
+def test_recursive_repetitions_are_runs_not_ranks(tmp_path):
+    """`ingest DIR --recursive` over r1/r2/r3 of one configuration: three runs (rep 1, 2, 3) of
+    rank 0 each, in both layouts (repetition in the file name, or files r<N> in a config folder)."""
+    from traceq.experiments.metrics import run_labels
+
+    src = SAMPLES / "slow_dataloader" / "rank0.pt.trace.json.gz"
+    flat, nested = tmp_path / "flat", tmp_path / "nested" / "x.p2.b32"
+    flat.mkdir()
+    nested.mkdir(parents=True)
+    for r in (1, 2, 3):
+        shutil.copyfile(src, flat / f"x.p2.b32.r{r}.json.gz")
+        shutil.copyfile(src, nested / f"r{r}.json.gz")
+    for root, store in ((flat, tmp_path / "s1"), (nested.parent, tmp_path / "s2")):
+        r = subprocess.run([sys.executable, "-m", "traceq", "ingest", str(root), "--recursive", "-q",
+                            "--store", str(store)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        rows = Store(store).manifest_rows()
+        assert sorted((m["run"], m["rank"]) for m in rows) == [(f"x.p2.b32.r{k}", 0) for k in (1, 2, 3)]
+        labels = run_labels(store)
+        assert {run: lab["rep"] for run, lab in labels.items()} == {f"x.p2.b32.r{k}": str(k) for k in (1, 2, 3)}
+        assert all(lab["p"] == "2" and lab["b"] == "32" for lab in labels.values())

@@ -17,7 +17,7 @@ from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
 from ..queries import install_macros, load as load_sql
 from ..store import register_pl
-from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, sql_columns
+from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, sql_columns, top_param
 
 # --by value -> region sources it selects (gpu_annotation = Kineto GPU-side annotation spans,
 # GPU-side ProfilerStep#N copies included: `--by annotation` shows them, `--by step` does not).
@@ -246,7 +246,7 @@ ANALYSIS = Analysis(
     compute=compute,
     params=(Param("by", str, "all", "Region kind: all, nvtx, annotation, step, dataloader or timer.",
                   "KIND", choices=("all", "nvtx", "annotation", "step", "dataloader", "timer")),
-            Param("top", int, 30, "Show the N regions with the most CPU time (0 = all).", "N", flags=("-n",)),
+            top_param(30, "Show the N regions with the most CPU time (0 = all)."),
             *EXECUTOR_PARAMS),
     per_rank=True,
     columns=sql_columns("breakdown"),

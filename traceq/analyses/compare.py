@@ -9,7 +9,8 @@ from .spec import WHERE, Analysis, Block, Out, Param
 
 
 def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Out:
-    from ..experiments.compare import compare as compare_runs
+    from ..errors import TraceqError
+    from ..experiments.compare import compare as compare_runs, configurations
 
     df = compare_runs(store, run_names, where, baseline)
     if metric:
@@ -17,9 +18,14 @@ def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Ou
         for m in metric:
             keep = keep | (pl.col("metric").str.starts_with(m[:-1]) if m.endswith("*") else pl.col("metric") == m)
         df = df.filter(keep)
+    if df.is_empty():
+        raise TraceqError(f"no metric matches --metric {', '.join(metric)}")
     configs = df["config"].unique(maintain_order=True).to_list()
+    every = list(configurations(store, run_names, where))
     head = (f"{len(configs)} configuration(s): {', '.join(configs)}; change_pct against "
-            f"{configs[0] if not baseline else baseline}")
+            f"{every[0] if not baseline else baseline}")
+    if missing := [c for c in every if c not in configs]:
+        head += f"; no {'such ' if metric else ''}metrics in {', '.join(missing)}"
     return Out(df, head)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.scope import Scope
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param
+from .spec import Analysis, Block, Column, Out, Param, top_param
 
 BOUNDS = ("cpu", "data_loading", "launch", "gpu", "gpu_gap", "communication", "sync", "memcpy")
 COLUMNS = (
@@ -310,7 +310,7 @@ ANALYSIS = Analysis(
                   "path per step.", "each|all", choices=("each", "all")),
             Param("data_pattern", str, None, "Regex: regions whose name matches also count as data loading.",
                   "REGEX"),
-            Param("top", int, 20, "Ops on the path to list (0 = all).", "N", flags=("-n",))),
+            top_param(20, "Ops on the path to list (0 = all).")),
     columns=COLUMNS,
     sort=("rank", "step"),
     drop_first=("start_ns", "path_ns", "wait_ns"),

@@ -13,7 +13,7 @@ from ..lazy import polars as pl
 from ..queries import run_script
 from ..store import fetch_pl, register_pl
 from ..threads import ordered_map
-from .spec import Analysis, Block, Out, Param, Result
+from .spec import Analysis, Block, Out, Param, Result, top_param
 from .summary import prepare_ops
 
 TABLES = ("categories", "kernels", "regions")
@@ -239,7 +239,7 @@ ANALYSIS = Analysis(
          "table after a \"# <table>\" line (or one plain table with --only).",
     examples=("traceq diff baseline amp_channels_last --top 10",),
     compute=compute,
-    params=(Param("top", int, 20, "Show the N largest kernel and region changes (0 = all).", "N", flags=("-n",)),
+    params=(top_param(20, "Show the N largest kernel and region changes (0 = all)."),
             Param("only", str, None, "Print one table: categories, kernels, regions or headline.", "TABLE",
                   choices=("headline", "categories", "kernels", "regions"))),
     drop_first=("count_a", "count_b", "status", "category", "source", "delta_count", "total_a_ns", "total_b_ns"),

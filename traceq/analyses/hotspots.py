@@ -14,7 +14,7 @@ from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
 from ..queries import load as load_sql
-from .spec import Analysis, Block, Column, Out, Param, Result, sql_columns
+from .spec import Analysis, Block, Column, Out, Param, Result, sql_columns, top_param
 
 REPORT_ROWS = 40
 # the plugin's Kernel view columns: in the terminal under --window tb, when the trace has them
@@ -175,7 +175,7 @@ ANALYSIS = Analysis(
               "traceq hotspots --window tb --wide   # the TensorBoard plugin's Kernel view"),
     compute=compute,
     params=(
-        Param("top", int, 20, "Show the N longest (0 = all).", "N", flags=("-n",)),
+        top_param(20, "Show the N longest (0 = all)."),
         Param("category", str, None, "Only these categories, comma-separated (e.g. transpose,memset).",
               "CAT[,CAT]", flags=("-c",)),
         Param("window", str, "all", "all: the kernels, copies and memsets of the scope (--steps). tb: the "

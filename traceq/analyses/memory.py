@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..engine.scope import Scope
 from ..lazy import polars as pl
 from ..queries import run_script
-from .spec import Analysis, Block, Column, Out, Param, Result
+from .spec import Analysis, Block, Column, Out, Param, Result, top_param
 
 TIMELINE_POINTS = 2000        # points per device of the down-sampled curve, at most
 EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
@@ -473,8 +473,7 @@ ANALYSIS = Analysis(
          "operator, tables devices, steps and timeline (the curve, down-sampled).",
     examples=("traceq memory", "traceq memory -f json -o memory.json", "traceq memory --top 0"),
     compute=compute,
-    params=(Param("top", int, 30, "Show the N operators with the most memory allocated (0 = all).", "N",
-                  flags=("-n",)),),
+    params=(top_param(30, "Show the N operators with the most memory allocated (0 = all)."),),
     columns=COLUMNS,
     sort=("rank", "GPUs before the CPU", "device", "allocation_size_bytes descending", "name"),
     drop_first=("self_allocation_size_bytes", "self_allocation_count", "allocation_count"),

@@ -19,7 +19,7 @@ import json
 from ..engine.scope import Scope
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param, Result
+from .spec import Analysis, Block, Column, Out, Param, Result, top_param
 
 REPORT_ROWS = 30
 NAME_WIDTH = 44
@@ -202,7 +202,7 @@ ANALYSIS = Analysis(
             Param("window", str, "all", "all: traceq's scope (--steps, --skip-first), launches linked by the call "
                   "around them. tb: the plugin's (every op call of the trace, launches by External id).", "all|tb",
                   flags=("-w",), choices=("all", "tb")),
-            Param("top", int, 30, "Show the N ops with the most device self time (0 = all).", "N", flags=("-n",))),
+            top_param(30, "Show the N ops with the most device self time (0 = all).")),
     columns=COLUMNS,
     sort=("device_self_ns descending", "host_self_ns descending"),
     drop_first=("input_shape", "tc_total_pct", "tc_self_pct", "host_total_ns", "device_total_ns"),

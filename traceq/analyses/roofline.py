@@ -16,7 +16,7 @@ from ..engine.scope import Scope
 from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param, Result
+from .spec import Analysis, Block, Column, Out, Param, Result, top_param
 
 REPORT_ROWS = 30
 NO_SHAPES = ("the trace records no input shapes: profile with record_shapes=True (torch.profiler), or "
@@ -376,7 +376,7 @@ ANALYSIS = Analysis(
     examples=("traceq roofline --top 10", "traceq roofline -f json -o roofline.json",
               "traceq roofline --peak-tflops 989 --peak-tbps 3.35"),
     compute=compute,
-    params=(Param("top", int, 30, "Show the N rows with the most GPU time (0 = all).", "N", flags=("-n",)),
+    params=(top_param(30, "Show the N rows with the most GPU time (0 = all)."),
             Param("peak_tflops", float, None, "Peak TFLOP/s to measure against (default: the device's, per dtype).",
                   "TFLOPS"),
             Param("peak_tbps", float, None, "Peak memory bandwidth in TB/s (default: the device's).", "TBPS")),

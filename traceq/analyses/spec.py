@@ -27,17 +27,26 @@ class Param:
     argument: bool = False
     multiple: bool = False
     required: bool = False
+    min: int | None = None       # the smallest value allowed (numbers)
 
     @property
     def option(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def check(self, value):
-        if self.choices and value is not None and value not in self.choices:
-            from ..errors import TraceqError
+        from ..errors import TraceqError
 
+        if self.choices and value is not None and value not in self.choices:
             raise TraceqError(f"{self.option} {value!r}: choose from {', '.join(self.choices)}")
+        if self.min is not None and value is not None and not isinstance(value, (list, tuple)) and value < self.min:
+            raise TraceqError(f"{self.option} {value}: must be {self.min} or more"
+                              + (" (0 = all)" if self.name == "top" else ""))
         return value
+
+
+def top_param(default: int, help: str) -> Param:
+    """`--top N` / `-n N`, the same in every analysis: N >= 0, 0 = all (a negative N is refused)."""
+    return Param("top", int, default, help, "N", flags=("-n",), min=0)
 
 
 @dataclass(frozen=True)

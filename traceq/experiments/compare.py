@@ -3,10 +3,12 @@
 Runs are grouped into configurations: runs whose labels are equal except `rep` are the
 repetitions of one configuration (a run without labels is its own configuration). Per
 configuration and metric (traceq.experiments.metrics: step_time, throughput, data_wait,
-communication, gpu.<category>, region.<name>, imported metrics):
+communication, gpu.<category>, region.<name>, imported metrics; a milabench summary's
+metric M of benchmark B is `bench.B.M`):
 
-    runs          number of runs with a value
-    mean, sd      mean and sample sd of the runs' values (sd 0 for one run)
+    runs          number of runs with a value (a lone milabench summary row: its own n)
+    mean, sd      mean and sample sd of the runs' values (sd 0 for one run; a lone milabench
+                  summary row: its mean and std)
     sd_pct        100 · sd / mean
     trimmed_mean  mean without one min and one max run (≥ 3 runs; else the mean)
     change_pct    100 · (mean − baseline mean) / baseline mean, against the baseline
@@ -57,19 +59,20 @@ def compare(store=None, runs: list[str] | None = None, where: str | None = None,
     if baseline is not None and baseline not in every and baseline not in configs:
         raise TraceqError(f"--baseline {baseline!r} is not among the compared runs ({', '.join(every)})")
     base = next((c for c, rs in configs.items() if baseline in rs or baseline == c), None) or next(iter(configs))
-    m = run_metrics(store, every).filter(pl.col("bench").is_null())
+    m = run_metrics(store, every).with_columns(   # a milabench summary's per-benchmark rows
+        pl.when(pl.col("bench").is_null()).then(pl.col("metric"))
+        .otherwise(pl.concat_str([pl.lit("bench."), pl.col("bench"), pl.lit("."), pl.col("metric")])).alias("metric"))
     rows = []
     for config, rs in configs.items():
         sub = m.filter(pl.col("run").is_in(rs))
         for metric in sub["metric"].unique(maintain_order=True).to_list():
             vals = sub.filter(pl.col("metric") == metric)
-            v = vals["value"].drop_nulls().to_list()
-            mean = stats.mean(v)
-            sd = stats.sd(v)
-            rows.append({"config": config, "metric": metric, "unit": vals["unit"][0], "runs": len(v), "mean": mean,
-                         "sd": sd, "sd_pct": 100 * sd / mean if mean and sd is not None else None,
-                         "trimmed_mean": stats.trimmed_mean(v), "change_pct": None})
+            rows.append({"config": config, "metric": metric, "unit": vals["unit"][0], **_pooled(vals),
+                         "change_pct": None})
     df = pl.DataFrame(rows, schema=SCHEMA)
+    if df.is_empty():
+        raise TraceqError(f"no metrics in {', '.join(every)}: compare needs steps, GPU work, regions or "
+                          "imported metrics (mila / milabench results)")
     base_mean = df.filter(pl.col("config") == base).select("metric", pl.col("mean").alias("_base"))
     df = df.join(base_mean, on="metric", how="left").with_columns(
         pl.when(pl.col("_base") != 0).then(100 * (pl.col("mean") - pl.col("_base")) / pl.col("_base"))
@@ -80,10 +83,24 @@ def compare(store=None, runs: list[str] | None = None, where: str | None = None,
              .sort("_k", "metric", "_c").drop("_k", "_c")
 
 
+def _pooled(vals: pl.DataFrame) -> dict:
+    """runs, mean, sd, sd_pct, trimmed_mean of one metric over a configuration's runs. A lone
+    milabench summary row already pools its n runs: its own n and sd are kept (trimmed mean
+    unknown)."""
+    row = vals.row(0, named=True)
+    if vals.height == 1 and row["bench"] is not None and (row["runs"] or 0) > 1:
+        mean, sd, n, trimmed = row["value"], row["sd"], row["runs"], None
+    else:
+        v = vals["value"].drop_nulls().to_list()
+        mean, sd, n, trimmed = stats.mean(v), stats.sd(v), len(v), stats.trimmed_mean(v)
+    return {"runs": n, "mean": mean, "sd": sd, "sd_pct": 100 * sd / mean if mean and sd is not None else None,
+            "trimmed_mean": trimmed}
+
+
 _FIRST = ["step_time", "step_time_trimmed", "throughput", "data_wait", "communication"]
 
 
 def _metric_rank(metric: str) -> int:
     if metric in _FIRST:
         return _FIRST.index(metric)
-    return {"gpu": 10, "region": 20, "timer": 30}.get(metric.split(".", 1)[0], 5)
+    return {"gpu": 10, "region": 20, "timer": 30, "bench": 40}.get(metric.split(".", 1)[0], 5)

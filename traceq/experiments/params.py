@@ -6,7 +6,8 @@ Extra-Deep / Extra-P naming (the default): the path below the experiment folder,
     <app>.<param><value>[.<param><value>...].r<rep>.mpi<rank>     e.g. cifar10.p8.b64.r2.mpi3.sqlite
 
 - `mpi<N>` (also `rank<N>`) is the rank; it does not name the run;
-- `r<N>` is the repetition (label `rep`);
+- `r<N>` is the repetition (label `rep`), never a rank, also in a file name inside a
+  configuration folder (`mm.x10/r2.sqlite`: run `mm.x10.r2`, rank 0);
 - `<letters><number>` is a parameter (label `<letters>` = number), also several glued
   together as Extra-P allows (`x1y2z3`);
 - the first token, when more follow, is the application (label `app`), as is any token
@@ -86,7 +87,12 @@ def parse_extradeep(relpath: str) -> FileParams | None:
         r = _parse_tokens([t for t in d.split(".") if t], labels, app, kept)
         rank = r if r is not None else rank
     if any(k != "rep" for k in labels):     # the folder names the configuration
-        m = re.search(r"(\d+)$", strip_suffix(parts[-1]))
+        tokens = [t for t in strip_suffix(parts[-1]).split(".") if t]
+        for tok in tokens:                  # `mm.x10/r2.mpi1.sqlite`: r<N> is the repetition, never a rank
+            if m := _REP_TOKEN.fullmatch(tok):
+                labels["rep"] = m.group(1)
+                kept.append(tok)
+        m = re.search(r"(\d+)$", ".".join(t for t in tokens if not _REP_TOKEN.fullmatch(t)))
         r = _RANK_TOKEN.search(parts[-1])
         rank = int(r.group(1)) if r else int(m.group(1)) if m else rank
     else:

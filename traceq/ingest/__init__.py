@@ -134,7 +134,7 @@ def default_run_name(path: Path) -> str:
         if name.endswith(suffix) and len(name) > len(suffix):
             stem = name[: -len(suffix)]
             break
-    if re.fullmatch(r"(rank|worker|r)[-_.]?\d+", stem, re.I) and path.resolve().parent.name:
+    if re.fullmatch(r"(rank|worker)[-_.]?\d+", stem, re.I) and path.resolve().parent.name:
         return path.resolve().parent.name
     # `nsys -o prof.mpi%q{SLURM_PROCID}` (Extra-Deep), `prof_rank3`: the ranks of one run `prof`
     base = re.sub(r"[-_.](mpi|rank|worker)[-_.]?\d+$", "", stem, flags=re.I)

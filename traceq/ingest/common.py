@@ -45,8 +45,7 @@ _RANK_PATTERNS = [
     re.compile(r"rank[-_.]?(\d+)", re.I),
     re.compile(r"mpi[-_.]?(\d+)", re.I),
     re.compile(r"worker[-_.]?(\d+)", re.I),
-    re.compile(r"(?:^|[._-])r(\d+)(?=[._-]|$)", re.I),
-]
+]   # never `r<N>`: in Extra-Deep / Extra-P names (README, Experiments) that is the repetition
 
 
 def read_bytes(path: Path) -> bytes:
@@ -60,7 +59,8 @@ def read_bytes(path: Path) -> bytes:
 
 
 def rank_from_filename(path: str | Path) -> int | None:
-    """A rank written in the file name: `rank3`, `rank-0.`, `.mpi3`, `worker1`, `.r1.`."""
+    """A rank written in the file name: `rank3`, `rank-0.`, `.mpi3`, `worker1` (not `.r1.`, a
+    repetition)."""
     name = Path(path).name
     for pat in _RANK_PATTERNS:
         m = pat.search(name)
