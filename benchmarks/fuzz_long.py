@@ -2,6 +2,7 @@
 
     python benchmarks/fuzz_long.py --minutes 60            # Kineto and nsys, half the time each
     python benchmarks/fuzz_long.py --minutes 10 --only nsys
+    python benchmarks/fuzz_long.py --minutes 10 --only names   # the kernel-name parser alone
 
 Each property runs until its share of the time is spent (hypothesis, random seeds). Every
 failure is printed with its hypothesis reproduction blob and the failing input is written to
@@ -27,6 +28,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fuzzing import check_contract, kineto_document, nsys_export, write_kineto, write_sqlite  # noqa: E402
+from fuzz_names import HOSTILE_NAME, check_name  # noqa: E402
 
 CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 
@@ -34,9 +36,9 @@ CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60)
-    ap.add_argument("--only", choices=["kineto", "nsys"])
+    ap.add_argument("--only", choices=["kineto", "nsys", "names"])
     args = ap.parse_args()
-    targets = [t for t in ("kineto", "nsys") if args.only in (None, t)]
+    targets = [t for t in ("kineto", "nsys", "names") if args.only in (None, t)]
     stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
     tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
     t_start = time.time()
@@ -66,6 +68,22 @@ def main() -> int:
             @given(doc=kineto_document(), gz=st.booleans())
             def prop(doc, gz):
                 one(write_kineto(tmp / ("t.json.gz" if gz else "t.json"), doc, gz))
+        elif target == "names":
+            @cfg
+            @given(name=HOSTILE_NAME)
+            def prop(name):
+                if time.time() > deadline:
+                    return
+                stats["examples"][target] += 1
+                try:
+                    check_name(name)
+                    stats["outcomes"]["name parsed"] += 1
+                except BaseException as exc:  # noqa: BLE001 - record, keep the input, go on
+                    CRASHERS.mkdir(exist_ok=True)
+                    keep = CRASHERS / f"names-{len(stats['failures'])}.txt"
+                    keep.write_text(name, errors="surrogatepass")
+                    stats["failures"].append({"target": target, "file": str(keep), "error": f"{type(exc).__name__}: {exc}"[:300]})
+                    traceback.print_exc()
         else:
             @cfg
             @given(tables=nsys_export())
