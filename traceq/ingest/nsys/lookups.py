@@ -59,8 +59,11 @@ def first_rows(con: sqlite3.Connection, table: str, select: str, repeats: Repeat
 def first_frame(con: sqlite3.Connection, table: str, select: str, schema: dict, repeats: Repeats) -> pl.DataFrame:
     """As `first_rows`, as a polars frame of `schema` (large tables: StringIds)."""
     df = pl.DataFrame(_ordered(con, f'SELECT {select} FROM "{table}"'), schema=schema, orient="row")
-    key = next(iter(schema))
-    kept = pl.concat([df.filter(pl.col(key).is_null()),
-                      df.filter(pl.col(key).is_not_null()).unique(key, keep="first", maintain_order=True)])
+    key = pl.col(next(iter(schema)))
+    ids = df.select(n=key.count(), distinct=key.drop_nulls().n_unique()).row(0)
+    if ids[0] == ids[1]:                   # no repeats (every real export): the rows as read
+        return df
+    at = pl.col("row_")
+    kept = df.with_row_index("row_").filter(key.is_null() | (at == at.min().over(key))).drop("row_")
     repeats.add(table, df.height - kept.height)
-    return kept if kept.height < df.height else df
+    return kept
