@@ -1,8 +1,9 @@
 """The long fuzzing run: the properties of tests/test_fuzz_ingest.py with a large example budget.
 
-    python benchmarks/fuzz_long.py --minutes 60            # Kineto, nsys, damaged Kineto, timer logs, Deep500: a fifth each
-    python benchmarks/fuzz_long.py --minutes 10 --only nsys   # or kineto, damaged, timer, deep500
+    python benchmarks/fuzz_long.py --minutes 60            # Kineto, nsys, damaged Kineto, timer logs, Deep500, names: a sixth each
+    python benchmarks/fuzz_long.py --minutes 10 --only nsys   # or kineto, damaged, timer, deep500, names
     python benchmarks/fuzz_long.py --minutes 10 --only damaged   # one bad token in a valid trace
+    python benchmarks/fuzz_long.py --minutes 10 --only names   # the kernel-name parser alone
 
 Each property runs until its share of the time is spent (hypothesis, random seeds). Every
 failure is printed with its hypothesis reproduction blob and the failing input is written to
@@ -29,6 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from fuzzing import (check_contract, check_damaged, damaged_kineto, deep500_text, kineto_document,  # noqa: E402
                      nsys_export, timer_log, write_kineto, write_sqlite)
+from fuzz_names import HOSTILE_NAME, check_name  # noqa: E402
 
 CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 
@@ -36,9 +38,9 @@ CRASHERS = REPO / "benchmarks" / "fuzz_crashers"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60)
-    ap.add_argument("--only", choices=["kineto", "nsys", "damaged", "timer", "deep500"])
+    ap.add_argument("--only", choices=["kineto", "nsys", "damaged", "timer", "deep500", "names"])
     args = ap.parse_args()
-    targets = [t for t in ("kineto", "nsys", "damaged", "timer", "deep500") if args.only in (None, t)]
+    targets = [t for t in ("kineto", "nsys", "damaged", "timer", "deep500", "names") if args.only in (None, t)]
     stats = {"examples": Counter(), "outcomes": Counter(), "failures": []}
     tmp = Path(tempfile.mkdtemp(prefix="traceq-fuzz-"))
     t_start = time.time()
@@ -82,6 +84,22 @@ def main() -> int:
                 p = tmp / ("t.jsonl" if target == "timer" else "stats.txt")
                 p.write_bytes(text)
                 one(p)
+        elif target == "names":
+            @cfg
+            @given(name=HOSTILE_NAME)
+            def prop(name):
+                if time.time() > deadline:
+                    return
+                stats["examples"][target] += 1
+                try:
+                    check_name(name)
+                    stats["outcomes"]["name parsed"] += 1
+                except BaseException as exc:  # noqa: BLE001 - record, keep the input, go on
+                    CRASHERS.mkdir(exist_ok=True)
+                    keep = CRASHERS / f"names-{len(stats['failures'])}.txt"
+                    keep.write_text(name, errors="surrogatepass")
+                    stats["failures"].append({"target": target, "file": str(keep), "error": f"{type(exc).__name__}: {exc}"[:300]})
+                    traceback.print_exc()
         else:
             @cfg
             @given(tables=nsys_export())

@@ -12,6 +12,9 @@ from ..engine.scope import Scope
 from ..lazy import polars as pl
 from .spec import Analysis, Block, Column, Out, Param, top_param
 
+# the report's section draws the path of a run of up to this many host and GPU ops; the graph
+# costs ~400 bytes an op (24 M ops: over 20 GB: the report was killed for it)
+REPORT_MAX_EVENTS = 4_000_000
 BOUNDS = ("cpu", "data_loading", "launch", "gpu", "gpu_gap", "communication", "sync", "memcpy")
 COLUMNS = (
     Column("rank", "the rank (null: the ranks joined, --ranks all)"),
@@ -273,6 +276,14 @@ def report_section(ctx) -> list:
                         "the step's start to the end of the last GPU op it launched. A bound's bar is the path time "
                         "it holds; shortening anything off the path does not shorten the step.")
     with ctx.guard(sec, "critical_path"):
+        from ..engine.path_facts import scope_events
+
+        events = scope_events(ctx.scope)
+        if events > REPORT_MAX_EVENTS:   # the graph holds every op in memory (~400 bytes each)
+            sec.notes.append(f"The critical path is not drawn for {events:,} host and GPU ops: the report draws it "
+                             f"up to {REPORT_MAX_EVENTS:,} (its graph holds every op in memory; "
+                             f"`traceq critical-path --run {ctx.scope.run}` computes it).")
+            return [sec]
         n = ctx.scope.df("SELECT count(*) AS n FROM scope_window")["n"][0]
         out = compute(ctx.scope, ranks="all" if n > 1 else "each", top=15)
         sec.headline = out.headline

@@ -66,8 +66,11 @@ def gap_levels(rank, device, start_ns, end_ns, level) -> dict:
     m = int(pt[-1]) + 1
     width = LEVELS + 1
     cell = pt * width + e_lvl
-    counts = np.cumsum((np.bincount(cell[e_up], minlength=m * width) - np.bincount(cell[~e_up], minlength=m * width))
-                       .reshape(m, width), axis=0).T
+    # one bincount of the signed edges (exact: counts are small integers), summed in place as
+    # int32: a third of the memory of two int64 bincounts and their difference (millions of
+    # instants x 8 levels on a run of many millions of ops)
+    delta = np.bincount(cell, weights=np.where(e_up, 1.0, -1.0), minlength=m * width).astype(np.int32)
+    counts = np.cumsum(delta.reshape(m, width), axis=0, out=delta.reshape(m, width)).T
     gap_starts = np.cumsum(np.bincount(pt[(e_lvl == 0) & e_up], minlength=m).astype(np.int64))
 
     first = np.flatnonzero(new_pt)                   # the first edge of each instant

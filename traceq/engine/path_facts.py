@@ -14,6 +14,13 @@ from __future__ import annotations
 MAX_EVENTS = 300_000
 
 
+def scope_events(scope) -> int:
+    """Host and GPU ops of the scope's ranks: what the path's graph would hold (at most)."""
+    return int(scope.df("""SELECT (SELECT count(*) FROM host_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
+                                + (SELECT count(*) FROM gpu_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
+                                AS n""", {"run": scope.run})["n"][0])
+
+
 def path_facts(scope):
     """PathFacts of the scope (each rank's own path, steps and bound times summed over its
     steps and ranks, the time its steps cover: `covered_ns`), or None when the scope has no step with a path. The verdict stands
@@ -21,9 +28,7 @@ def path_facts(scope):
     from ..advice.bound import PathFacts
 
     try:
-        n = scope.df("""SELECT (SELECT count(*) FROM host_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
-                             + (SELECT count(*) FROM gpu_ops WHERE run = $run AND rank IN (SELECT rank FROM scope_window))
-                             AS n""", {"run": scope.run})["n"][0]
+        n = scope_events(scope)
         if n > MAX_EVENTS or not has_steps_and_gpu(scope):
             return None
         from .critical_path import run_paths   # (NumPy: only for a path)

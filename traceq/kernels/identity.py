@@ -9,7 +9,7 @@ parameter list:
 Rules (in this order):
 - copy/set labels of the runtime (`Memcpy HtoD (Pageable -> Device)`, `[CUDA memset]`) are kept
   as they are: they are not function names;
-- Itanium-mangled names (`_ZN...`) are read as far as their nested name (`_ZN4vllm8moe_sum...`
+- Itanium-mangled names (`_ZN...`) are read as far as their nested name (`_ZN4vllm7moe_sum...`
   -> `vllm::moe_sum`); a mangled wrapper also gets the identifiers of its template argument;
 - wrapper kernels whose template argument is the kernel (`cutlass::Kernel<X>`, `Kernel2<X>`,
   `cutlass::device_kernel<X>`, `cutlass_cudnn_*::Kernel<X>`) keep that argument, itself reduced
@@ -20,6 +20,11 @@ Rules (in this order):
   scopes like any other;
 - a name cut off inside `<` or `(` keeps what came before the cut; a name with no template or
   parameters (`ampere_sgemm_128x64_nn`, `triton_poi_fused_add_0`) is its own identity.
+
+Hostile names are bounded (docs/hardening.md): only the first `PARSE_CHARS` characters of a name
+are parsed (a longer name is read as if it were cut there), the scan is linear in that length,
+wrapper arguments are unwrapped at most `MAX_WRAPPERS` deep, and a mangled name whose length
+prefix is longer than what follows it is not a mangled name: its identity is the raw text.
 
 `library` names the vendor / library from the identity (see LIBRARIES). Both are computed once
 per distinct name (`identities`), like the category.
@@ -37,6 +42,10 @@ _OPERATOR = re.compile(r"\boperator\s*(\(\)|\[\]|<=>|<<=|>>=|<<|>>|->\*|->|<=|>=
 _RUNTIME_LABEL = re.compile(r"^\s*(\[?\s*CUDA mem(cpy|set)|mem(cpy|set)\b|__amd_rocclr_)", re.I)
 # the last component of a wrapper whose first template argument names the kernel
 _WRAPPER = re.compile(r"^(cutlass\w*::)?(Kernel2?|device_kernel)$")
+# how much of a name is parsed (real names are a few KB; a longer one is read as cut here) and
+# how many wrappers deep a wrapper's template argument is unwrapped
+PARSE_CHARS = 65536
+MAX_WRAPPERS = 8
 
 
 def _mask_specials(s: str) -> tuple[str, list[str]]:
@@ -61,6 +70,7 @@ def _split_top(s: str) -> tuple[str, str | None]:
     parameter list at bracket depth 0, template groups removed; first_template_arg is the text
     of the first template argument of the last name component (None when it has none)."""
     out: list[str] = []
+    has_text = False                               # "".join(out).strip() != "", kept as we go
     depth = 0
     group_start = -1
     last_targ: str | None = None
@@ -69,7 +79,7 @@ def _split_top(s: str) -> tuple[str, str | None]:
         c = s[i]
         if c in _OPEN:
             if depth == 0:
-                if c == "(" and "".join(out).strip() and not out[-1:] == [":"]:
+                if c == "(" and has_text and not out[-1:] == [":"]:
                     break                          # the parameter list: the name ends here
                 group_start = i
             depth += 1
@@ -80,16 +90,31 @@ def _split_top(s: str) -> tuple[str, str | None]:
                 if s[group_start] == "<":
                     last_targ = inner
                 elif s[group_start] in "{[":       # a lambda scope: keep it, compacted
-                    out.append(s[group_start] + re.sub(r"\(.*\)", "", inner).replace(" ", "") + c)
+                    out.append(s[group_start] + _without_parens(inner).replace(" ", "") + c)
+                    has_text = True
                 group_start = -1
         elif depth == 0:
             if c == ":" and last_targ is not None and out[-1:] != [":"]:
                 last_targ = None                   # `A<T>::f`: the template belonged to A
             out.append(c)
+            has_text = has_text or not c.isspace()
         i += 1
     if depth > 0 and group_start >= 0 and s[group_start] == "<":
         last_targ = s[group_start + 1:]            # truncated inside the template arguments
     return "".join(out), last_targ
+
+
+def _without_parens(text: str) -> str:
+    r"""`re.sub(r"\(.*\)", "", text)` in linear time (the regex is quadratic in a run of `(`
+    without `)`): on each line, from its first `(` to its last `)` is removed."""
+    if "(" not in text:
+        return text
+    lines = text.split("\n")
+    for k, line in enumerate(lines):
+        i, j = line.find("("), line.rfind(")")
+        if 0 <= i < j:
+            lines[k] = line[:i] + line[j + 1:]
+    return "\n".join(lines)
 
 
 def _first_arg(targ: str) -> str:
@@ -104,7 +129,7 @@ def _first_arg(targ: str) -> str:
     return targ
 
 
-def _demangled_identity(name: str, nested: bool = False) -> str:
+def _demangled_identity(name: str, nested: int = 0) -> str:
     masked, ops = _mask_specials(name.strip())
     head, targ = _split_top(masked)
     # the return type and qualifiers are separated from the name by spaces at depth 0
@@ -115,21 +140,32 @@ def _demangled_identity(name: str, nested: bool = False) -> str:
     func = func.strip("*&")
     ident = _unmask(func, ops)
     last = ident.split("::")[-1]
-    if targ is not None and _WRAPPER.match(ident.replace("(anonymous namespace)::", "")) or \
-            (targ is not None and _WRAPPER.match(last) and ident.startswith("cutlass")):
-        inner = _demangled_identity(_unmask(_first_arg(targ), ops), nested=True)
+    if nested < MAX_WRAPPERS and (targ is not None and _WRAPPER.match(ident.replace("(anonymous namespace)::", "")) or
+                                  (targ is not None and _WRAPPER.match(last) and ident.startswith("cutlass"))):
+        inner = _demangled_identity(_unmask(_first_arg(targ), ops), nested=nested + 1)
         if inner:
             ident = f"{ident}<{inner}>"
     return ident
 
 
 _SOURCE_NAME = re.compile(r"(\d+)")
+_WRAPPED_NAME = re.compile(r"(?:S_|N|I|E|L|K)*(\d+)")
+
+
+def _length(digits: str, start: int, s: str) -> int | None:
+    """The length a source name's prefix `digits` gives, None when it is longer than what is
+    left of `s` after `start` (not a mangled name; never converts more digits than that)."""
+    if len(digits) > len(str(len(s))):
+        return None
+    n = int(digits)
+    return n if n <= len(s) - start else None
 
 
 def _mangled_identity(name: str) -> str:
-    """`_ZN4vllm8moe_sumILi2EEEvPT_...` -> `vllm::moe_sum`; `_Z10saxpyPfS_` -> `saxpy`.
+    """`_ZN4vllm7moe_sumILi2EEEvPT_...` -> `vllm::moe_sum`; `_Z5saxpyPfS_` -> `saxpy`.
     Reads length-prefixed source names of the leading (nested) name; for a wrapper the source
-    names of its template argument are appended as `<a::b::c>`."""
+    names of its template argument are appended as `<a::b::c>`. A length longer than the rest
+    of the name means it is not a mangled name: the raw name is its identity."""
     s = name.strip()
     i = 2
     nested = i < len(s) and s[i] == "N"
@@ -142,8 +178,10 @@ def _mangled_identity(name: str) -> str:
         m = _SOURCE_NAME.match(s, i)
         if not m:
             break
-        n = int(m.group(1))
         start = m.end()
+        n = _length(m.group(1), start, s)
+        if n is None:
+            return s
         parts.append(s[start:start + n])
         i = start + n
         if not nested:
@@ -157,10 +195,10 @@ def _mangled_identity(name: str) -> str:
         inner = []
         j = i + 1
         while j < len(s) and len(inner) < 4:
-            m = re.compile(r"(?:S_|N|I|E|L|K)*(\d+)").match(s, j)
-            if not m:
+            m = _WRAPPED_NAME.match(s, j)
+            n = _length(m.group(1), m.end(), s) if m else None
+            if n is None:
                 break
-            n = int(m.group(1))
             inner.append(s[m.end():m.end() + n])
             j = m.end() + n
             if s.startswith("I", j) or s.startswith("E", j):
@@ -174,7 +212,7 @@ def kernel_identity(name: str | None) -> str:
     """The identity of one kernel name (see the module docstring). Never raises."""
     if not name:
         return ""
-    s = name.strip()
+    s = name[:PARSE_CHARS].strip()
     if _RUNTIME_LABEL.match(s):
         return s
     if s.startswith("_Z"):

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .identity import PARSE_CHARS
+
 # op names (aten:: and backward nodes) of the GEMM/convolution/attention/RNN-cell families
 _ELIGIBLE_OPS = re.compile(
     r"^(aten::)?(_convolution(_nogroup)?|conv[123]d|conv_tbc|conv_transpose[123]d|convolution"
@@ -78,8 +80,9 @@ def _rules() -> tuple[tuple[re.Pattern, bool], ...]:
 @lru_cache(maxsize=65536)
 def uses_tensor_cores(name: str) -> bool:
     """Whether the kernel name says it runs on tensor/matrix cores (the first rule of
-    tensor_cores.toml that matches, case-insensitively; none: False)."""
-    text = (name or "").lower()
+    tensor_cores.toml that matches, case-insensitively; none: False). Like the identity, only
+    the name's first PARSE_CHARS characters are read."""
+    text = (name or "")[:PARSE_CHARS].lower()
     for pattern, verdict in _rules():
         if pattern.search(text):
             return verdict

@@ -14,11 +14,12 @@
 
 CREATE OR REPLACE TEMP TABLE overlap_ops AS
 WITH
-launch AS (       -- the runtime/driver call that launched each correlation id of the ops
+launch AS (       -- the runtime/driver call that launched each correlation id (of the ops: the
+                  -- join below; no `IN (SELECT correlation FROM analysis_ops)` here, which with
+                  -- the as-of join could not spill under a memory limit on 12 M ops)
     SELECT rank, correlation, min(start_ns) AS launch_ns
     FROM host_ops
     WHERE run = $run AND kind IN ('runtime', 'driver', 'sync_api') AND correlation IS NOT NULL
-      AND correlation IN (SELECT correlation FROM analysis_ops)
     GROUP BY rank, correlation
 ),
 steps AS (        -- made disjoint (a step ends at the latest when the next one starts) and

@@ -18,7 +18,7 @@ from importlib import resources
 
 import polars as pl
 
-from ..kernels.identity import kernel_identity, kernel_library
+from ..kernels.identity import PARSE_CHARS, kernel_identity, kernel_library
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ def classify(names: pl.Series, kinds: pl.Series, rules: list[Rule] | None = None
         lib = kernel_library(ident)
         idents.append(ident)
         libs.append(lib)
-        hit = first_match(name, kind, ident, lib, compiled)
+        # a rule's regex reads what the identity reads: the name's first PARSE_CHARS characters
+        hit = first_match(None if name is None else name[:PARSE_CHARS], kind, ident, lib, compiled)
         cats.append(DEFAULT_CATEGORY if hit is None else compiled[hit][0])
     pairs = pairs.with_columns(identity=pl.Series(idents, dtype=pl.String), library=pl.Series(libs, dtype=pl.String),
                                category=pl.Series(cats, dtype=pl.String))

@@ -46,6 +46,7 @@ from ..common import Parsed, nesting_depth
 from .activity import Activity, Waits
 from .sqlite_arrow import IntQuery, as_int, chunks, read_chunk
 from .emit_nvtx import emit_nvtx_sizes
+from .lookups import Repeats, first_frame, first_rows
 from .start_histogram import StartHistogram
 from ..validate import ABSURD_FACTOR, LIMIT_NS, MIN_WIDTH_NS, bounds_of, check_times, dropped_message, fmt_value, keep_expr, sane
 
@@ -179,6 +180,7 @@ class Export:
         self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         self._columns: dict[str, set[str]] = {}
         self._strings: pl.DataFrame | None = None
+        self.repeats = Repeats()   # rows of lookup tables that repeated an id (lookups.py)
 
     # ------------------------------------------------------------------ probing and fetching
     def columns(self, table: str) -> set[str]:
@@ -201,9 +203,9 @@ class Export:
 
     def strings(self) -> pl.DataFrame:
         if self._strings is None:
-            rows = (self.con.execute(f"SELECT {as_int('id')}, {_text('value')} FROM StringIds").fetchall()
-                    if {"id", "value"} <= self.columns("StringIds") else [])
-            self._strings = pl.DataFrame(rows, schema={"id": pl.Int64, "value": pl.String}, orient="row")
+            dtypes = {"id": pl.Int64, "value": pl.String}
+            self._strings = (first_frame(self.con, "StringIds", f"{as_int('id')}, {_text('value')}", dtypes, self.repeats)
+                             if {"id", "value"} <= self.columns("StringIds") else pl.DataFrame(schema=dtypes))
         return self._strings
 
     def with_string(self, df: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -213,7 +215,7 @@ class Export:
 
     def enum(self, table: str, fallback: dict[int, str]) -> dict[int, str]:
         if {"id", "label"} <= self.columns(table):
-            rows = self.con.execute(f'SELECT {as_int("id")}, {_text("label")} FROM "{table}"').fetchall()
+            rows = first_rows(self.con, table, f'{as_int("id")}, {_text("label")}', self.repeats)
             return {i: label for i, label in rows if i is not None and label is not None}
         return fallback
 
@@ -414,7 +416,8 @@ class Export:
         props = {k: self.usable("TARGET_INFO_GPU", e) for k, e in DEVICE_PROPERTIES.items()}
         props = {k: e for k, e in props.items() if e is not None}
         extra = "".join(f", {as_int(e)}" for e in props.values())
-        rows = self.con.execute(f"SELECT DISTINCT {pick}{extra} FROM TARGET_INFO_GPU ORDER BY 1").fetchall()
+        rows = sorted(dict.fromkeys(first_rows(self.con, "TARGET_INFO_GPU", f"{pick}{extra}", self.repeats)),
+                      key=lambda r: (r[0] is not None, r[0]))
         return [{"id": i, "name": n, "sm_count": sm, "memory_bytes": mem,
                  **{k: v for k, v in zip(props, rest) if v is not None}} for i, n, sm, mem, *rest in rows]
 
@@ -431,15 +434,16 @@ class Export:
         if not self.is_nsys():
             raise BadInput("SQLite file is not an Nsight Systems export (no nsys tables)", self.path)
         rank, rank_warnings = self.rank()
+        devices = self.devices()
         return Parsed(
             tables={},
             format="nsys",
             format_version=self.meta("EXPORT_SCHEMA_VERSION"),
             rank=rank,
             host=self.host(),
-            devices=self.devices(),
+            devices=devices,
             clock_offset_ns=self.clock_offset_ns(),
-            warnings=rank_warnings,
+            warnings=rank_warnings + [w for w in (self.repeats.warning(),) if w],
         )
 
     def fill(self, open_table) -> list[str]:
@@ -476,7 +480,7 @@ class Export:
         if memory_events.height:
             open_table("memory_events").write(schema.conform("memory_events", memory_events.to_arrow()))
         warnings = [] if tally.kernels else [NO_KERNELS]
-        warnings += [w for w in (dropped, dropped_nvtx) if w]
+        warnings += [w for w in (dropped, dropped_nvtx, self.repeats.warning()) if w]
         if cross_thread:
             warnings.append(f"{cross_thread} NVTX ranges end on another thread than they start on "
                             "(kept with the starting thread's pid/tid)")
