@@ -35,6 +35,8 @@ import re
 
 import polars as pl
 
+from .bounds import MAX_WRAPPERS, PARSE_CHARS
+
 _ANON = "\x01"        # placeholder for "(anonymous namespace)" / "<unnamed>" while parsing
 _OPEN, _CLOSE = "<([{", ">)]}"
 _OPERATOR = re.compile(r"\boperator\s*(\(\)|\[\]|<=>|<<=|>>=|<<|>>|->\*|->|<=|>=|==|!=|&&|\|\||\+\+|--"
@@ -42,10 +44,6 @@ _OPERATOR = re.compile(r"\boperator\s*(\(\)|\[\]|<=>|<<=|>>=|<<|>>|->\*|->|<=|>=
 _RUNTIME_LABEL = re.compile(r"^\s*(\[?\s*CUDA mem(cpy|set)|mem(cpy|set)\b|__amd_rocclr_)", re.I)
 # the last component of a wrapper whose first template argument names the kernel
 _WRAPPER = re.compile(r"^(cutlass\w*::)?(Kernel2?|device_kernel)$")
-# how much of a name is parsed (real names are a few KB; a longer one is read as cut here) and
-# how many wrappers deep a wrapper's template argument is unwrapped
-PARSE_CHARS = 65536
-MAX_WRAPPERS = 8
 
 
 def _mask_specials(s: str) -> tuple[str, list[str]]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .identity import PARSE_CHARS
+from .bounds import PARSE_CHARS
 
 # op names (aten:: and backward nodes) of the GEMM/convolution/attention/RNN-cell families
 _ELIGIBLE_OPS = re.compile(
