@@ -137,7 +137,7 @@ def test_cli_diff_json_object_and_table(store):
     res = runner.invoke(app, ["diff", "control", "test", "--store", str(store), "--top", "5"])
     assert res.exit_code == 0, res.output
     out = res.output
-    assert out.startswith("control → test: GPU time")
+    assert out.startswith("control → test: step time 77.5 ms → 124.1 ms (+60.1 %)")
     for title in ("per category", "per kernel", "per region", "comm overlap"):
         assert title in out
     res = runner.invoke(app, ["diff", "control", "test", "--store", str(store), "--only", "kernels", "-f", "csv"])

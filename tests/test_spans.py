@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from traceq.cli import app
+from traceq.errors import TraceqError
 from traceq.ingest import ingest
 from traceq.ingest.timers.spans import read_spans
 from traceq.store import Store
@@ -112,3 +113,22 @@ def test_breakdown_by_timer_on_an_ingested_span_log(tmp_path):
     assert {k: (v["count"], round(v["cpu_total_ns"])) for k, v in rows.items()} == {
         "request": (2, 1_500_000_000), "decode": (2, 800_000_000), "prefill": (2, 500_000_000)}
     assert Store(st).exists()
+
+
+def test_the_same_log_through_another_mapping_is_not_called_unchanged(tmp_path):
+    # the mapping is part of the file's identity: the same mapping again is unchanged, another
+    # one is refused without --force (as a changed file would be) and replaces with it
+    p = tmp_path / "run.csv"
+    p.write_text("phase,t0,secs\na,5,1\nb,5,2\n")
+    st = tmp_path / "st"
+    (r1,) = ingest([p], store=st, fmt="spans", spans_map="name=phase,dur=secs")
+    (r2,) = ingest([p], store=st, fmt="spans", spans_map="name=phase,dur=secs")
+    assert (r1.status, r2.status) == ("added", "unchanged")
+    with pytest.raises(TraceqError, match="--graph-capture traces or --map"):
+        ingest([p], store=st, fmt="spans", spans_map="name=phase,start=t0,dur=secs")
+    (r3,) = ingest([p], store=st, fmt="spans", spans_map="name=phase,start=t0,dur=secs", force=True)
+    assert r3.status == "replaced"
+    # a and b both start at 5 s now: [5, 6) and [5, 7) -> b opens first (longest first), a nests
+    con = Store(st).connect()
+    assert con.execute("SELECT name, start_ns, end_ns, depth FROM regions ORDER BY depth").fetchall() == [
+        ("b", 5_000_000_000, 7_000_000_000, 0), ("a", 5_000_000_000, 6_000_000_000, 1)]

@@ -298,7 +298,7 @@ def _ingest(
     if fmt == "spans":
         from .timers.spans import parse_map
 
-        parse_map(spans_map)   # a bad mapping is refused before any file is read
+        mapping = parse_map(spans_map)   # a bad mapping is refused before any file is read
     elif spans_map:
         raise TraceqError("--map applies to --input-format spans")
     files = expand(paths)
@@ -308,6 +308,8 @@ def _ingest(
 
         captures = gc.capture_files(graph_capture)
         digest = gc.digest(captures)
+    if fmt == "spans":   # the same span log read through another mapping is another source
+        digest = f"{digest}+spans:" + ",".join(f"{k}={v}" for k, v in sorted(mapping.items()))
     if rank is not None and len(files) > 1 and not assign:
         raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
     manifest = st.manifest_rows()
