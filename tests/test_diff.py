@@ -111,7 +111,7 @@ def test_regions_and_headline(result, raw):
         assert h[f"{m}_delta_pct"] == pytest.approx(h[f"{m}_b_pct"] - h[f"{m}_a_pct"])
     assert 0 < h["overlap_a_pct"] < 100 and 0 < h["idle_b_pct"] < 100
     text = headline(result)
-    assert text.startswith("control → test: GPU time") and "appeared" in text
+    assert text.startswith("control → test: step time") and "; GPU time" in text and "appeared" in text
 
 
 def test_diff_of_a_run_with_itself_is_all_unchanged(store):
@@ -132,12 +132,12 @@ def test_cli_diff_json_object_and_table(store):
     res = runner.invoke(app, ["diff", "control", "test", "--store", str(store), "-f", "json", "--top", "5"])
     assert res.exit_code == 0, res.output
     obj = json.loads(res.stdout)
-    assert set(obj) == {"categories", "kernels", "regions", "headline"}
+    assert set(obj) == {"categories", "kernels", "regions", "headline", "per_step"}
     assert len(obj["kernels"]) == 5 and obj["headline"]["run_b"] == "test"
     res = runner.invoke(app, ["diff", "control", "test", "--store", str(store), "--top", "5"])
     assert res.exit_code == 0, res.output
     out = res.output
-    assert out.startswith("control → test: GPU time")
+    assert out.startswith("control → test: step time 77.5 ms → 124.1 ms (+60.1 %)")
     for title in ("per category", "per kernel", "per region", "comm overlap"):
         assert title in out
     res = runner.invoke(app, ["diff", "control", "test", "--store", str(store), "--only", "kernels", "-f", "csv"])
@@ -153,3 +153,53 @@ def test_diff_with_a_cpu_only_run(store, tmp_path):
     assert r["headline"]["ops_a"][0] == 0
     assert set(r["kernels"]["status"]) == {"appeared"}
     assert r["headline"]["idle_a_pct"][0] is None
+
+
+def test_headline_leads_with_step_time_from_the_raw_profiler_steps(result):
+    # step time = mean ProfilerStep duration (one rank), from the raw JSON:
+    # control 6 steps, 464.945 ms in all -> 77.491 ms; test 6 steps, 744.401 ms -> 124.067 ms
+    (na, ta), (nb, tb) = raw_step_regions(shared_trace(CONTROL)), raw_step_regions(shared_trace(TEST))
+    h = result["headline"].row(0, named=True)
+    assert (h["steps_a"], h["steps_b"]) == (na, nb) == (6, 6)
+    assert h["step_a_ns"] == round(ta / na) == 77_490_833
+    assert h["step_b_ns"] == round(tb / nb) == 124_066_833
+    assert h["step_delta_pct"] == pytest.approx(100 * (tb / nb - ta / na) / (ta / na))
+    assert h["throughput_a"] is None and h["throughput_unit"] is None   # no batch label
+    line = headline(result)
+    assert line.startswith("control → test: step time 77.5 ms → 124.1 ms (+60.1 %); per step: ")
+    assert line.index("step time") < line.index("GPU time") < line.index("idle")
+
+
+def test_diff_per_step_changes_and_throughput_on_the_dataloader_pair(tmp_path):
+    # slow_dataloader vs fast_dataloader (6 ProfilerSteps each, CPU only), from the raw JSON:
+    # step time 775.064 ms / 6 = 129.177 ms -> 175.438 ms / 6 = 29.240 ms; data wait = the
+    # DataLoader __next__ regions per step: 608.580 / 6 = 101.430 ms -> 0.227 / 6 = 0.038 ms
+    root = Path(__file__).resolve().parent.parent / "sample_traces"
+    s = tmp_path / "store"
+    ingest([root / "slow_dataloader"], store=s, run="slow_dataloader", labels={"batch": "32"})
+    ingest([root / "fast_dataloader"], store=s, run="fast_dataloader", labels={"batch": "32"})
+    raw = {}
+    for name in ("slow_dataloader", "fast_dataloader"):
+        events = json.loads(gzip.decompress((root / name / "rank0.pt.trace.json.gz").read_bytes()))["traceEvents"]
+        steps = [round(e["dur"] * 1000) for e in events
+                 if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
+        loads = [round(e["dur"] * 1000) for e in events
+                 if e.get("ph") == "X" and e["name"].startswith("enumerate(DataLoader)")]
+        raw[name] = (len(steps), sum(steps) / len(steps), sum(loads) / len(steps))
+    r = diff(s, "slow_dataloader", "fast_dataloader")
+    h = r["headline"].row(0, named=True)
+    (n_a, step_a, wait_a), (n_b, step_b, wait_b) = raw["slow_dataloader"], raw["fast_dataloader"]
+    assert (h["steps_a"], h["steps_b"]) == (n_a, n_b) == (6, 6)
+    assert h["step_a_ns"] == pytest.approx(step_a, abs=1) and h["step_b_ns"] == pytest.approx(step_b, abs=1)
+    assert h["step_delta_pct"] == pytest.approx(-77.36, abs=0.01)
+    # throughput = batch / step time: 32 / 0.129177 s = 247.7 items/s; 32 / 0.029240 s = 1094.4
+    assert h["throughput_a"] == pytest.approx(32e9 / step_a, rel=1e-6)
+    assert h["throughput_b"] == pytest.approx(32e9 / step_b, rel=1e-6)
+    assert h["throughput_unit"] == "items/s"
+    first = r["per_step"].row(0, named=True)
+    assert first["what"] == "data wait"
+    assert first["per_step_a_ns"] == pytest.approx(wait_a, abs=1)
+    assert first["per_step_b_ns"] == pytest.approx(wait_b, abs=1)
+    line = headline(r)
+    assert line.startswith("slow_dataloader → fast_dataloader: step time 129.2 ms → 29.2 ms (-77.4 %); "
+                           "throughput 247.7 → 1,094.4 items/s; per step: data wait 101.4 ms → 37.8 µs")

@@ -53,7 +53,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 # ---------------------------------------------------------------- shared options
 from .cli_options import FormatOpt, OutputOpt, StoreOpt  # noqa: E402
 
-INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500", "mila")
+INPUT_FORMATS = ("auto", "nsys", "kineto", "timer", "deep500", "mila", "spans")
 
 
 def _safe(message: str) -> str:
@@ -136,7 +136,8 @@ def ingest(
     run: Annotated[Optional[str], typer.Option("--run", help="Run name (default: file stem, or directory name).", show_default=False)] = None,
     label: Annotated[Optional[list[str]], typer.Option("--label", help="key=value label for the run (repeatable), e.g. amp=on.", show_default=False)] = None,
     rank: Annotated[Optional[int], typer.Option("--rank", help="Rank of a single file (overrides what the file says).", show_default=False)] = None,
-    input_format: Annotated[str, typer.Option("--input-format", "-i", help="Input format: auto, nsys, kineto, timer, deep500 or mila.", metavar="FORMAT")] = "auto",
+    input_format: Annotated[str, typer.Option("--input-format", "-i", help="Input format: auto, nsys, kineto, timer, deep500, mila or spans (a CSV/JSON span log, with --map).", metavar="FORMAT")] = "auto",
+    spans_map: Annotated[Optional[str], typer.Option("--map", help="With --input-format spans: the columns, e.g. name=phase,start=t0,end=t1,unit=s (or dur=COL instead of end; unit s|ms|us|ns).", metavar="KEY=COL,...", show_default=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-ingest files already in the store (replaces them).")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Parallel workers for a directory (default: CPU count).", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary table.")] = False,
@@ -186,7 +187,8 @@ def ingest(
     try:
         results = do_ingest(paths, store, run=run, labels=_labels(label), rank=rank, fmt=input_format, force=force,
                             jobs=jobs, on_progress=progress.update if progress else None, hashes=hashes,
-                            assign=assign, executor=spec, graph_capture=graph_capture)
+                            assign=assign, executor=spec, graph_capture=graph_capture,
+                            spans_map=spans_map)
     finally:
         if progress is not None:
             progress.stop()

@@ -8,6 +8,8 @@ compares the two. `diff_scoped` returns {"categories", "kernels", "regions", "he
 """
 from __future__ import annotations
 
+import json
+
 from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
 from ..queries import run_script
@@ -19,7 +21,40 @@ from .summary import prepare_ops
 TABLES = ("categories", "kernels", "regions")
 
 
+def _steps(scope: Scope) -> dict:
+    """The side's steps (stalls_steps.sql, as `stalls` finds them): how many, the mean step
+    time (per step number, the slowest rank's duration; mean over steps) and the mean host
+    data wait per step and rank. No step facts when the only "step" is the whole trace."""
+    from ..engine.stall_attribution import data_steps
+
+    steps = data_steps(scope)
+    if not steps.height or set(steps["step_source"]) == {"trace"}:
+        return {"steps": 0, "step_rows": 0, "step_ns": None, "data_wait_ns": None}
+    per_step = steps.group_by("step").agg(pl.col("step_ns").max())
+    return {"steps": per_step.height, "step_rows": steps.height,
+            "step_ns": round(per_step["step_ns"].mean()),
+            "data_wait_ns": round(steps["data_wait_ns"].fill_null(0).mean())}
+
+
+def _throughput(scope: Scope, step_ns) -> tuple[float | None, str | None]:
+    """Items/s from the run's batch label (batch, b, bs, batch_size) and its step time."""
+    from ..experiments.metrics import BATCH_LABELS
+
+    if not step_ns:
+        return None, None
+    labels: dict = {}
+    for row in scope.store.manifest_rows():
+        if row["run"] == scope.run:
+            labels.update(json.loads(row["labels"] or "{}"))
+    batch = next((labels[k] for k in BATCH_LABELS if labels.get(k)), None)
+    try:
+        return float(batch) / (step_ns / 1e9), "items/s"
+    except (TypeError, ValueError):
+        return None, None
+
+
 def _side(scope: Scope) -> tuple[dict[str, pl.DataFrame], dict]:
+    step_facts = _steps(scope)
     totals = run_script(scope.con, "diff_side", {"run": scope.run}).row(0, named=True)
     tables = {t: fetch_pl(scope.con, f"SELECT * FROM side_{t}") for t in TABLES}
     prepare_ops(scope, "all")   # one op table for both headline analyses
@@ -33,7 +68,9 @@ def _side(scope: Scope) -> tuple[dict[str, pl.DataFrame], dict]:
         compute_pct=100 * s["compute_ns"].sum() / span if span else None,
         overlap_pct=100 * o["overlapped_ns"].sum() / comm if comm else None,
         exposed_ns=int(o["exposed_ns"].sum()) if comm else None,
+        **step_facts,
     )
+    totals["throughput"], totals["throughput_unit"] = _throughput(scope, totals["step_ns"])
     return tables, totals
 
 
@@ -57,8 +94,15 @@ def diff_scoped(a: Scope, b: Scope, top: int | None = None) -> dict[str, pl.Data
         out["kernels"] = out["kernels"].head(top)
         out["regions"] = out["regions"].head(top)
     gpu_a, gpu_b = tot_a["gpu_ns"], tot_b["gpu_ns"]
+    step_a, step_b = tot_a["step_ns"], tot_b["step_ns"]
     head = {
         "run_a": a.run, "run_b": b.run, "ranks_a": tot_a["ranks"], "ranks_b": tot_b["ranks"],
+        "steps_a": tot_a["steps"], "steps_b": tot_b["steps"],
+        "step_a_ns": step_a, "step_b_ns": step_b,
+        "step_delta_pct": 100 * (step_b - step_a) / step_a if step_a and step_b is not None else None,
+        "data_wait_a_ns": tot_a["data_wait_ns"], "data_wait_b_ns": tot_b["data_wait_ns"],
+        "throughput_a": tot_a["throughput"], "throughput_b": tot_b["throughput"],
+        "throughput_unit": tot_a["throughput_unit"] or tot_b["throughput_unit"],
         "ops_a": tot_a["ops"], "ops_b": tot_b["ops"],
         "gpu_a_ns": gpu_a, "gpu_b_ns": gpu_b, "gpu_delta_ns": gpu_b - gpu_a,
         "gpu_delta_pct": 100 * (gpu_b - gpu_a) / gpu_a if gpu_a else None,
@@ -72,9 +116,30 @@ def diff_scoped(a: Scope, b: Scope, top: int | None = None) -> dict[str, pl.Data
         "kernels_appeared": statuses.get("appeared", 0), "kernels_disappeared": statuses.get("disappeared", 0),
         "kernels_changed": statuses.get("changed", 0), "kernels_unchanged": statuses.get("unchanged", 0),
     }
-    schema = {k: (pl.String if k in ("run_a", "run_b") else pl.Float64 if k.endswith("_pct") else pl.Int64) for k in head}
+    schema = {k: (pl.String if k in ("run_a", "run_b", "throughput_unit")
+                  else pl.Float64 if k.endswith("_pct") or k.startswith("throughput_") else pl.Int64) for k in head}
     out["headline"] = pl.DataFrame([head], schema=schema)
+    out["per_step"] = per_step_changes(out, tot_a, tot_b)
     return out
+
+
+def per_step_changes(out: dict[str, pl.DataFrame], tot_a: dict, tot_b: dict) -> pl.DataFrame:
+    """What changed per step, largest |delta| first: the host data wait, each kernel category
+    (GPU time) and each region name (CPU time; the steps themselves and the DataLoader regions,
+    which are the data wait, left out), each side's
+    total divided by its step rows (steps × ranks): ms per step and rank. Empty unless both
+    runs have steps."""
+    schema = {"what": pl.String, "per_step_a_ns": pl.Int64, "per_step_b_ns": pl.Int64, "delta_ns": pl.Int64}
+    na, nb = tot_a["step_rows"], tot_b["step_rows"]
+    if not (na and nb):
+        return pl.DataFrame(schema=schema)
+    rows = [("data wait", tot_a["data_wait_ns"] or 0, tot_b["data_wait_ns"] or 0)]
+    for row in out["categories"].iter_rows(named=True):
+        rows.append((f"GPU {row['category']}", row["total_a_ns"] / na, row["total_b_ns"] / nb))
+    for row in out["regions"].filter(~pl.col("source").is_in(["step", "dataloader"])).iter_rows(named=True):
+        rows.append((f"{row['source']} {row['name']}", row["total_a_ns"] / na, row["total_b_ns"] / nb))
+    df = pl.DataFrame([(w, round(x), round(y), round(y) - round(x)) for w, x, y in rows], schema=schema, orient="row")
+    return df.sort(pl.col("delta_ns").abs(), "what", descending=[True, False])
 
 
 def _ms(ns) -> str:
@@ -87,10 +152,34 @@ def _pp(a, b, label: str) -> str | None:
     return f"{label} {a:.1f} % → {b:.1f} % ({b - a:+.1f} pp)"
 
 
+LEAD_CHANGES = 3
+
+
+def _lead(result: dict[str, pl.DataFrame], h: dict) -> list[str]:
+    """Step time and throughput first, then the largest changes in ms per step."""
+    if h["step_a_ns"] is None or h["step_b_ns"] is None:
+        return []
+    parts = [f"step time {_ms(h['step_a_ns'])} → {_ms(h['step_b_ns'])}"
+             + (f" ({h['step_delta_pct']:+.1f} %)" if h["step_delta_pct"] is not None else "")]
+    if h["throughput_a"] is not None and h["throughput_b"] is not None:
+        parts.append(f"throughput {h['throughput_a']:,.1f} → {h['throughput_b']:,.1f} {h['throughput_unit']}")
+    changes = result["per_step"].filter(pl.col("delta_ns") != 0).head(LEAD_CHANGES)
+    if changes.height:
+        parts.append("per step: " + ", ".join(f"{_short(r['what'])} {_ms(r['per_step_a_ns'])} → {_ms(r['per_step_b_ns'])}"
+                                              for r in changes.iter_rows(named=True)))
+    return parts
+
+
+def _short(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[:width // 2 - 1] + "…" + name[-(width // 2):]
+
+
 def headline(result: dict[str, pl.DataFrame]) -> str:
     h = result["headline"].row(0, named=True)
-    parts = [f"{h['run_a']} → {h['run_b']}: GPU time {_ms(h['gpu_a_ns'])} → {_ms(h['gpu_b_ns'])}"
-             + (f" ({h['gpu_delta_pct']:+.1f} %)" if h["gpu_delta_pct"] is not None else "")]
+    lead = _lead(result, h)
+    gpu = (f"GPU time {_ms(h['gpu_a_ns'])} → {_ms(h['gpu_b_ns'])}"
+           + (f" ({h['gpu_delta_pct']:+.1f} %)" if h["gpu_delta_pct"] is not None else ""))
+    parts = [f"{h['run_a']} → {h['run_b']}: " + "; ".join(lead + [gpu])]
     for a, b, label in (("idle_a_pct", "idle_b_pct", "idle"), ("compute_a_pct", "compute_b_pct", "compute"),
                         ("overlap_a_pct", "overlap_b_pct", "comm overlap")):
         p = _pp(h[a], h[b], label)
@@ -123,6 +212,7 @@ def to_json(res: Result):
     if res.params["only"]:
         return result[res.params["only"]].to_dicts()
     obj = {t: result[t].to_dicts() for t in TABLES}
+    obj["per_step"] = result["per_step"].to_dicts()
     obj["headline"] = result["headline"].to_dicts()[0]
     return obj
 
@@ -157,7 +247,22 @@ def _metrics_table(h: dict) -> pl.DataFrame:
     def pp(v):
         return "" if v is None else f"{v:+.2f} pp"
 
-    rows = [
+    def delta_ms(a, b):
+        return "" if a is None or b is None else f"{(b - a) / 1e6:+,.2f} ms"
+
+    rows = []
+    if h["step_a_ns"] is not None or h["step_b_ns"] is not None:
+        rows += [("step time", ms(h["step_a_ns"]), ms(h["step_b_ns"]), delta_ms(h["step_a_ns"], h["step_b_ns"])
+                  + ("" if h["step_delta_pct"] is None else f" ({h['step_delta_pct']:+.1f} %)")),
+                 ("data wait / step", ms(h["data_wait_a_ns"]), ms(h["data_wait_b_ns"]),
+                  delta_ms(h["data_wait_a_ns"], h["data_wait_b_ns"])),
+                 ("steps", str(h["steps_a"]), str(h["steps_b"]), "")]
+    if h["throughput_a"] is not None or h["throughput_b"] is not None:
+        def tp(v):
+            return "" if v is None else f"{v:,.1f} {h['throughput_unit']}"
+        rows.append(("throughput", tp(h["throughput_a"]), tp(h["throughput_b"]),
+                     "" if None in (h["throughput_a"], h["throughput_b"]) else f"{h['throughput_b'] - h['throughput_a']:+,.1f}"))
+    rows += [
         ("GPU op time", ms(h["gpu_a_ns"]), ms(h["gpu_b_ns"]),
          "" if h["gpu_delta_pct"] is None else f"{h['gpu_delta_ns'] / 1e6:+,.2f} ms ({h['gpu_delta_pct']:+.1f} %)"),
         ("GPU ops", f"{h['ops_a']:,}", f"{h['ops_b']:,}", f"{h['ops_b'] - h['ops_a']:+,}"),

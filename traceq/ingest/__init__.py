@@ -29,7 +29,7 @@ from .. import arrow_without_pandas
 from . import hashing
 from .hashing import hash_later, sha256_file
 
-FORMATS = ("nsys", "kineto", "timer", "deep500", "mila")
+FORMATS = ("nsys", "kineto", "timer", "deep500", "mila", "spans")
 MAX_RANK = 1 << 20   # ranks and world sizes beyond this are garbage, not clusters
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".jsonl", ".txt", ".gz")
 
@@ -165,6 +165,7 @@ class _Job:
     skippable: bool = False   # a file of a directory: skipped when it is not a trace
     captures: list[Path] | None = None   # --graph-capture: the capture traces (graph_capture)
     owner: dict | None = None   # the ingest that commits it (its staging folder names it)
+    spans_map: str | None = None   # --input-format spans: the column mapping (timers.spans)
 
 
 @dataclass
@@ -180,7 +181,7 @@ def _skipped(path: str, run: str, problem: str) -> IngestResult:
     return IngestResult(path, run, None, None, "skipped", {}, [f"skipped: {reason}"])
 
 
-def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
+def _read(fmt: str, path: Path, scratch: Path, spans_map: str | None = None) -> Parsed:
     """Translate one file. Kineto and nsys stream: they write their tables when staged
     (`Parsed.fill`; Kineto decodes into `scratch` first); the other readers return their tables."""
     if fmt == "kineto":
@@ -195,6 +196,10 @@ def _read(fmt: str, path: Path, scratch: Path) -> Parsed:
         from .timers.log import read_log
 
         return read_log(path, scratch)   # streams too: ordered out of core in `scratch`
+    if fmt == "spans":
+        from .timers.spans import read_spans
+
+        return read_spans(path, spans_map)
     return _reader(fmt)(path)
 
 
@@ -214,7 +219,7 @@ def _stage(store_path: str, job: _Job) -> Staged:
     fmt = sniff(job.path) if job.fmt == "auto" else job.fmt
     store = Store(store_path)
     with store.scratch() as scratch:
-        parsed = _read(fmt, job.path, scratch)
+        parsed = _read(fmt, job.path, scratch, job.spans_map)
         rank, late = _rank(job, parsed)
         if job.captures:
             if parsed.fill is None or parsed.format != "kineto":
@@ -273,6 +278,7 @@ def _ingest(
     executor: ExecutorSpec | None = None,
     later: dict[str, Future] | None = None,
     graph_capture: str | Path | None = None,
+    spans_map: str | None = None,
 ) -> list[IngestResult]:
     """Ingest files or directories (a directory = the ranks of one run). All or nothing.
 
@@ -289,6 +295,12 @@ def _ingest(
     owner = staging.owner_id()   # each staging folder names this process: stale once it is gone
     if fmt != "auto" and fmt not in FORMATS:
         raise TraceqError(f"unknown format {fmt!r} (choose from auto, {', '.join(FORMATS)})")
+    if fmt == "spans":
+        from .timers.spans import parse_map
+
+        mapping = parse_map(spans_map)   # a bad mapping is refused before any file is read
+    elif spans_map:
+        raise TraceqError("--map applies to --input-format spans")
     files = expand(paths)
     captures = digest = None
     if graph_capture is not None:
@@ -296,6 +308,8 @@ def _ingest(
 
         captures = gc.capture_files(graph_capture)
         digest = gc.digest(captures)
+    if fmt == "spans":   # the same span log read through another mapping is another source
+        digest = f"{digest}+spans:" + ",".join(f"{k}={v}" for k, v in sorted(mapping.items()))
     if rank is not None and len(files) > 1 and not assign:
         raise TraceqError("--rank applies to a single file; a directory's ranks come from the files")
     manifest = st.manifest_rows()
@@ -348,7 +362,7 @@ def _ingest(
         if fmt == "auto" and path not in members:
             sniff(path)   # fail fast, before any work, on files that are not traces
         todo.append(_Job(path, run_name, fmt, file_rank, file_labels, sha, size, skippable=path in members,
-                         captures=captures, owner=owner))
+                         captures=captures, owner=owner, spans_map=spans_map))
     _check_traces_left(members, results)
     staged: list[Staged] = []
     fresh = st.missing_root()   # a failed first ingest leaves no folder behind

@@ -156,7 +156,7 @@ class Store:
                 d = st.data
                 old = keep.get((d.run, d.rank))
                 if old is not None and old["source_sha256"] != d.source_sha256 and not force:
-                    other = ("this file as it was before, or ingested with other --graph-capture traces"
+                    other = ("this file as it was before, or ingested with other --graph-capture traces or --map"
                              if old["source_path"] == d.source_path else f"another file ({old['source_path']})")
                     raise TraceqError(f"run {d.run!r} already has a rank {d.rank} from {other}; choose a new run "
                                       "name with --run NAME, or --force to replace it", d.source_path)
