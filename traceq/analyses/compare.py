@@ -30,7 +30,25 @@ def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Ou
 
 
 def view(result) -> list:
-    return [Block(seconds_as_ms(result.df, ("mean", "sd", "trimmed_mean")), result.headline)]
+    df = result.df
+    return [Block(seconds_as_ms(df, ("mean", "sd", "trimmed_mean")).drop("notes"), result.headline,
+                  notes=undefined_notes(df), undefined=("mean", "sd", "trimmed_mean", "change_pct"))]
+
+
+def undefined_notes(df) -> list[str]:
+    """One line per reason a cell shows UNDEFINED (the rows' `notes`), with the rows it holds for."""
+    from ..render import UNDEFINED
+
+    by: dict[str, list[str]] = {}
+    for config, metric, notes in df.select("config", "metric", "notes").iter_rows():
+        for note in (notes or "").split("; "):
+            if note:
+                by.setdefault(note, []).append(f"{config} {metric}")
+    out = []
+    for note, rows in by.items():
+        where = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        out.append(f"{UNDEFINED} {note} ({where})")
+    return out
 
 
 def to_json(result) -> list:
