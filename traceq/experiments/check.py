@@ -64,7 +64,8 @@ class CheckResult:
         """Why the check failed, one line per failed target and per failed gate."""
         out = [f"{r['name']}: {r['failure']}" for r in self.rows.iter_rows(named=True) if r["failure"]]
         return out + [f"gate {g['rule']}: value {_num(g['value'])}, limit {_num(g['limit'])}"
-                      for g in self.gates if not g["passed"]]
+                      + (" (undefined: no target has an sd, each has fewer than 2 runs)" if g["value"] is None
+                         and g["rule"].startswith("sd_pct") else "") for g in self.gates if not g["passed"]]
 
 
 def load_targets(path: str | Path) -> tuple[dict, list[Target]]:
