@@ -36,18 +36,24 @@ def view(result) -> list:
 
 
 def undefined_notes(df) -> list[str]:
-    """One line per reason a cell shows UNDEFINED (the rows' `notes`), with the rows it holds for."""
+    """One line per reason a cell shows UNDEFINED (the rows' `notes`), with the rows it holds for
+    (a configuration whose every row it holds for is named once)."""
     from ..render import UNDEFINED
 
-    by: dict[str, list[str]] = {}
+    total: dict[str, int] = {}
+    by: dict[str, dict[str, list[str]]] = {}
     for config, metric, notes in df.select("config", "metric", "notes").iter_rows():
+        total[config] = total.get(config, 0) + 1
         for note in (notes or "").split("; "):
             if note:
-                by.setdefault(note, []).append(f"{config} {metric}")
+                by.setdefault(note, {}).setdefault(config, []).append(metric)
     out = []
-    for note, rows in by.items():
-        where = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
-        out.append(f"{UNDEFINED} {note} ({where})")
+    for note, configs in by.items():
+        whole = [c for c, ms in configs.items() if len(ms) == total[c] > 1]
+        some = [f"{c} {m}" for c, ms in configs.items() if c not in whole for m in ms]
+        more = f" and {len(some) - 3} more" if len(some) > 3 else ""
+        parts = [f"every metric of {', '.join(whole)}" if whole else "", ", ".join(some[:3]) + more if some else ""]
+        out.append(f"{UNDEFINED} {note} ({'; '.join(p for p in parts if p)})")
     return out
 
 
