@@ -133,7 +133,8 @@ def test_model_recovers_the_law_and_predicts_the_held_back_point(tree_store):
 
 def test_model_json_interface_and_extrap_export(tree_store, model_json):
     doc = model_json
-    assert list(doc) == ["param", "metric", "model", "constant", "terms", "smape_pct", "r2_adj", "points", "predictions"]
+    assert list(doc) == ["param", "metric", "model", "constant", "terms", "smape_pct", "r2_adj", "points", "predictions",
+                         "notes"]
     assert doc["param"] == ["p"] and doc["metric"] == "step_time" and doc["points"] == 6
     assert doc["terms"][0]["exponents"] == {"p": [1.0, 1]}
     assert "p·log2(p)" in doc["model"]

@@ -131,4 +131,5 @@ def write(result, fmt: str, out, wide: bool = False) -> None:
                 print_text(con, line)
             continue
         emit(b.df, "table", headline=b.headline, title=b.title, highlight=b.highlight, notes=b.notes,
-             file=out, drop_first=b.drop_first, wide=wide, max_rows=b.max_rows, more=b.more)
+             file=out, drop_first=b.drop_first, wide=wide, max_rows=b.max_rows, more=b.more,
+             undefined=b.undefined)

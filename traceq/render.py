@@ -161,7 +161,7 @@ def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric
 
 def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, title: str | None = None,
          highlight: Iterable[int] = (), notes: Iterable[str] = (), file=None, drop_first: Iterable[str] = (),
-         wide: bool = False, max_rows: int | None = None, more: str = "") -> None:
+         wide: bool = False, max_rows: int | None = None, more: str = "", undefined: Iterable[str] = ()) -> None:
     """Print `df` in `fmt`. `highlight` = row indices to emphasise (e.g. avoidable kernels);
     `notes` = advice lines printed under the table (table format only). On a terminal too
     narrow for every column, `drop_first` columns (then others, from the right) are left out
@@ -196,6 +196,8 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     headers, cells, numeric = [], [], []
     for name in df.columns:
         header, f = header_and_formatter(name, df[name], ns_unit)
+        if name in undefined:      # a statistic that is undefined there (its reason is in `notes`)
+            f = (lambda g: lambda v: UNDEFINED if v is None else g(v))(f)
         headers.append(clean(header))
         cells.append([clean(f(v)) for v in df[name].to_list()])
         numeric.append(df[name].dtype.is_numeric())

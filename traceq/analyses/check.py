@@ -17,12 +17,23 @@ def compute(store, targets, min_runs=None, junit=None) -> Out:
     gates = pl.DataFrame(res.gates, schema={"rule": pl.Utf8, "value": pl.Float64, "limit": pl.Float64,
                                             "passed": pl.Boolean})
     head = f"check {'PASSED' if res.passed else 'FAILED'}: {res.rows.height} target(s), targets {targets}"
+    if not res.passed:
+        bad = res.rows.filter(~pl.col("passed")).height
+        head += (f"; {bad} target(s) failed" if bad else "") + (
+            f", {sum(not g['passed'] for g in res.gates)} gate(s) failed" if not all(g["passed"] for g in res.gates)
+            else ", every gate passed")
     return Out(res.rows, head, tables={"gates": gates}, value={"res": res})
 
 
 def view(result) -> list:
-    return [Block(seconds_as_ms(result.df, ("result", "sd", "target")), result.headline),
-            Block(result.tables["gates"], title="gates")]
+    res = result.value["res"]
+    rows = seconds_as_ms(result.df, ("result", "sd", "target")).drop("failure", "failed_tests")
+    rows = rows.select("name", "passed", *[c for c in rows.columns if c not in ("name", "passed")])
+    notes = [f"FAILED {line}" for line in res.failures()]
+    if any(r["sd"] is None for r in result.df.iter_rows(named=True)):
+        notes.append("– sd: one run (undefined)")
+    return [Block(rows, result.headline, undefined=("sd", "result"), drop_first=("sd_pct",)),
+            Block(result.tables["gates"], title="gates", notes=notes, undefined=("value",))]
 
 
 def to_json(result) -> dict:
@@ -30,7 +41,7 @@ def to_json(result) -> dict:
 
 
 def csv_tables(result) -> list:
-    return [(None, result.df)]
+    return [(None, result.df.with_columns(pl.col("failed_tests").list.join("; ")))]
 
 
 def exit_status(result) -> int:

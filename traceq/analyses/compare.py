@@ -30,7 +30,31 @@ def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Ou
 
 
 def view(result) -> list:
-    return [Block(seconds_as_ms(result.df, ("mean", "sd", "trimmed_mean")), result.headline)]
+    df = result.df
+    return [Block(seconds_as_ms(df, ("mean", "sd", "trimmed_mean")).drop("notes"), result.headline,
+                  notes=undefined_notes(df), undefined=("mean", "sd", "trimmed_mean", "change_pct"))]
+
+
+def undefined_notes(df) -> list[str]:
+    """One line per reason a cell shows UNDEFINED (the rows' `notes`), with the rows it holds for
+    (a configuration whose every row it holds for is named once)."""
+    from ..render import UNDEFINED
+
+    total: dict[str, int] = {}
+    by: dict[str, dict[str, list[str]]] = {}
+    for config, metric, notes in df.select("config", "metric", "notes").iter_rows():
+        total[config] = total.get(config, 0) + 1
+        for note in (notes or "").split("; "):
+            if note:
+                by.setdefault(note, {}).setdefault(config, []).append(metric)
+    out = []
+    for note, configs in by.items():
+        whole = [c for c, ms in configs.items() if len(ms) == total[c] > 1]
+        some = [f"{c} {m}" for c, ms in configs.items() if c not in whole for m in ms]
+        more = f" and {len(some) - 3} more" if len(some) > 3 else ""
+        parts = [f"every metric of {', '.join(whole)}" if whole else "", ", ".join(some[:3]) + more if some else ""]
+        out.append(f"{UNDEFINED} {note} ({'; '.join(p for p in parts if p)})")
+    return out
 
 
 def to_json(result) -> list:

@@ -37,7 +37,7 @@ def compute(store, param, metric="step_time", region=None, where=None, predict=N
             json.dump(res.extrap, f, indent=1)
     m = res.model
     head = (f"{res.metric} = {m.formula()}   (SMAPE {m.smape_pct:.2f} %, cross-validated {m.cv_smape_pct:.2f} %, "
-            f"adj. R² {m.r2_adj:.4f}, {m.points} points, {res.runs} runs)")
+            f"adj. R² {'–' if m.r2_adj is None else f'{m.r2_adj:.4f}'}, {m.points} points, {res.runs} runs)")
     tables = {}
     if preds:
         pdf = pl.DataFrame(preds)
@@ -54,7 +54,10 @@ def view(result) -> list:
     if ms:
         points = points.with_columns([(pl.col(c) * 1e3).alias(c) for c in ("mean", "sd", "model")]) \
                        .rename({"mean": "mean (ms)", "sd": "sd (ms)", "model": "model (ms)"})
-    out = [Block(points, result.headline)]
+    notes = [f"– {n}" for n in res.model.notes]
+    if any(r == 1 for r in result.df["runs"]):
+        notes.append("– sd: one repetition (undefined)")
+    out = [Block(points, result.headline, notes=notes, undefined=("sd", "sd (ms)"))]
     pdf = result.tables.get("predictions")
     if pdf is not None:
         if ms:

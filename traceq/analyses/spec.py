@@ -90,6 +90,7 @@ class Block:
     # `max_rows` rows and says how many there are and how to get them all (`more`: a hint)
     max_rows: int | None = None
     more: str = ""
+    undefined: tuple[str, ...] = ()    # columns whose null is shown as render.UNDEFINED (reason in notes)
 
 
 @dataclass

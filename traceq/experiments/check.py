@@ -14,8 +14,11 @@ Gates (the TOML's [gate] table; defaults as mila):
     min_runs       every row needs ≥ min_runs runs (4)
     max_sd_pct     the 80th percentile of the rows' sd_pct must be < max_sd_pct (5)
     tolerance_pct  the mean of the rows' diff_pct must be ≥ −tolerance_pct (0)
-A row passes when it has enough runs and diff_pct ≥ −tolerance_pct; the check passes
-when every gate does.
+A row (target) passes when it has enough runs and diff_pct ≥ −tolerance_pct; the check
+passes when every gate and every target does, so a check can fail with every gate passed
+(one target far below, the others above: the mean diff is still fine). A failed target says
+why (`failure`: the metric, the result ± sd, the target and each test that failed;
+`failed_tests`: those tests by rule name). sd is undefined (null) with fewer than 2 runs.
 """
 from __future__ import annotations
 
@@ -54,8 +57,15 @@ class CheckResult:
 
     def to_json(self) -> dict:
         return {"passed": self.passed, "rows": self.rows.select(
-            "name", "metric", "runs", "result", "sd", "sd_pct", "target", "diff_pct", "passed").to_dicts(),
-                "gates": self.gates}
+            "name", "metric", "runs", "result", "sd", "sd_pct", "target", "diff_pct", "passed", "failure",
+            "failed_tests").to_dicts(), "gates": self.gates, "failures": self.failures()}
+
+    def failures(self) -> list[str]:
+        """Why the check failed, one line per failed target and per failed gate."""
+        out = [f"{r['name']}: {r['failure']}" for r in self.rows.iter_rows(named=True) if r["failure"]]
+        return out + [f"gate {g['rule']}: value {_num(g['value'])}, limit {_num(g['limit'])}"
+                      + (" (undefined: no target has an sd, each has fewer than 2 runs)" if g["value"] is None
+                         and g["rule"].startswith("sd_pct") else "") for g in self.gates if not g["passed"]]
 
 
 def load_targets(path: str | Path) -> tuple[dict, list[Target]]:
@@ -115,11 +125,42 @@ def _finish(n: int, result, sd, target: float, lower_better: bool) -> dict:
     return {"runs": n, "result": result, "sd": sd, "sd_pct": sd_pct, "target": target, "diff_pct": diff}
 
 
+def _num(v) -> str:
+    return "none" if v is None else f"{v:,.6g}"
+
+
+def _why(r: dict, gate: dict) -> tuple[list[str], str | None]:
+    """(failed tests, the failure in words) of one target row; times in ms, as the table."""
+    tol = float(gate["tolerance_pct"])
+    tests, why = [], []
+    if r["runs"] < gate["min_runs"]:
+        tests.append("min_runs")
+        why.append(f"runs {r['runs']} < min_runs {gate['min_runs']}")
+    if r["diff_pct"] is None:
+        tests.append("diff_pct >= -tolerance_pct")
+        why.append("no value to compare with the target")
+    elif r["diff_pct"] < -tol:
+        tests.append("diff_pct >= -tolerance_pct")
+        why.append(f"diff {r['diff_pct']:+.2f} % below -tolerance_pct {-tol if tol else 0:g} %")
+    if not tests:
+        return [], None
+    unit, k = (r.get("unit") or "", 1.0) if r.get("unit") != "s" else ("ms", 1e3)
+    unit = f" {unit}" if unit else ""
+
+    def v(x):
+        return "none" if x is None else f"{x * k:,.3f}"
+    spread = "" if r["result"] is None else (" (sd undefined: one run)" if r["sd"] is None else f" ± {v(r['sd'])}")
+    return tests, (f"{r['metric']} {v(r['result'])}{spread}{unit} ({r['runs']} runs), target "
+                   f"{v(r['target'])}{unit}: " + "; ".join(why))
+
+
 def evaluate(rows: list[dict], gate: dict) -> tuple[list[dict], list[dict], bool]:
-    """Row verdicts and the gates over rows (each row: runs, sd_pct, diff_pct)."""
+    """Row verdicts (passed, failed_tests, failure) and the gates over rows (each row: runs,
+    sd_pct, diff_pct)."""
     tol = float(gate["tolerance_pct"])
     for r in rows:
-        r["passed"] = bool(r["runs"] >= gate["min_runs"] and r["diff_pct"] is not None and r["diff_pct"] >= -tol)
+        r["failed_tests"], r["failure"] = _why(r, gate)
+        r["passed"] = not r["failed_tests"]
     runs = [r["runs"] for r in rows]
     sds = [r["sd_pct"] for r in rows if r["sd_pct"] is not None]
     diffs = [r["diff_pct"] for r in rows if r["diff_pct"] is not None]
@@ -162,7 +203,7 @@ def check(store=None, targets_path: str | Path = "targets.toml", min_runs: int |
     rows, gates, passed = evaluate(rows, gate)
     schema = {"name": pl.Utf8, "metric": pl.Utf8, "unit": pl.Utf8, "runs": pl.Int64, "result": pl.Float64,
               "sd": pl.Float64, "sd_pct": pl.Float64, "target": pl.Float64, "diff_pct": pl.Float64,
-              "passed": pl.Boolean}
+              "passed": pl.Boolean, "failure": pl.Utf8, "failed_tests": pl.List(pl.Utf8)}
     return CheckResult(pl.DataFrame(rows, schema=schema), gates, passed, gate)
 
 
@@ -176,8 +217,8 @@ def junit_xml(res: CheckResult, suite: str = "traceq.check") -> str:
 
     cases = []
     for r in res.rows.iter_rows(named=True):
-        msg = (f"{r['metric']}: result {r['result']} {r['unit']} vs target {r['target']} "
-               f"(diff {r['diff_pct']} %, sd {r['sd_pct']} %, runs {r['runs']})")
+        msg = r["failure"] or (f"{r['metric']}: result {r['result']} {r['unit']} vs target {r['target']} "
+                               f"(diff {r['diff_pct']} %, sd {r['sd_pct']} %, runs {r['runs']})")
         cases.append(("targets", r["name"], r["passed"], msg))
     for g in res.gates:
         cases.append(("gates", g["rule"], g["passed"], f"value {g['value']} limit {g['limit']}"))

@@ -4,7 +4,9 @@ Sources, per run:
 - traced runs (nsys, Kineto, traceq timer logs): queries/run_metrics.sql over the run's
   steps (stalls_steps.sql; where that finds only the whole trace, NVTX step ranges from
   queries/run_nvtx_steps.sql) and ops — step_time (IQR-filtered median of per-step times),
-  step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>;
+  step_time_trimmed, data_wait, communication, gpu.<category>, region.<name>; a run without
+  steps (stalls_steps finds only the whole trace, and no NVTX step ranges) has no step_time
+  nor step_time_trimmed: its trace is not a step (the per-step metrics are then per trace);
 - throughput = batch / step_time, items/s, when the run has a `batch` (or `b`, `bs`,
   `batch_size`) label;
 - Deep500 `print_all_time_stats` logs (timer_stats): timer.<key> = its median, s; the key
@@ -73,6 +75,9 @@ def natural_key(name: str) -> list:
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
 
 
+STEP_ONLY = ("step_time", "step_time_trimmed")
+
+
 def _trace_rows(st: Store, run: str) -> list[dict]:
     from ..engine.scope import open_scope
     from ..engine.stall_attribution import data_steps
@@ -88,11 +93,14 @@ def _trace_rows(st: Store, run: str) -> list[dict]:
     register_pl(scope.con, "xm_steps_df", steps.select("rank", "step", "step_source", "step_ns", "data_wait_ns"))
     scope.con.execute("CREATE OR REPLACE TEMP TABLE xm_steps AS SELECT * FROM xm_steps_df")
     df = fetch_pl(scope.con, load_sql("run_metrics"), {"run": run})
+    if set(steps["step_source"]) == {"trace"}:    # no steps: the whole trace is not a step time
+        df = df.filter(~pl.col("metric").is_in(STEP_ONLY))
     return df.with_columns(pl.lit(1, pl.Int64).alias("runs")).to_dicts()
 
 
-def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
-    """One row per (run, bench, metric); columns as COLUMNS (value in `unit`)."""
+def run_metrics(store=None, runs: list[str] | None = None, no_steps: set | None = None) -> pl.DataFrame:
+    """One row per (run, bench, metric); columns as COLUMNS (value in `unit`). `no_steps`, when
+    given, receives the traced runs that have no steps (hence no step_time)."""
     st = _store(store)
     manifest = st.manifest_rows()
     names = list(runs) if runs else sorted({r["run"] for r in manifest}, key=natural_key)
@@ -117,6 +125,8 @@ def run_metrics(store=None, runs: list[str] | None = None) -> pl.DataFrame:
             if t["key"].upper() == "BATCH" and not any(m["metric"] == "step_time" for m in mine):
                 mine.append({**base, "metric": "step_time"})
         mine.extend(stored.filter(pl.col("run") == run).to_dicts())
+        if no_steps is not None and run in trace_rows and not any(m["metric"] == "step_time" for m in mine):
+            no_steps.add(run)
         batch = next((labels.get(run, {}).get(k) for k in BATCH_LABELS if labels.get(run, {}).get(k)), None)
         have = {(m["bench"], m["metric"]) for m in mine}
         for m in list(mine):

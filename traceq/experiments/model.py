@@ -16,7 +16,9 @@ at the values with most points, the largest of those); the hypotheses are then e
 that uses each non-constant parameter (for two: f1·f2, f1+f2, f1·f2+f1, f1·f2+f2,
 f1·f2+f1+f2), fitted on all points and selected by the same cross-validated SMAPE.
 
-Quality: SMAPE (%, of the fit, not cross-validated), adjusted R² with k = number of terms.
+Quality: SMAPE (%, of the fit, not cross-validated), adjusted R² with k = number of terms;
+adjusted R² is undefined (None, the reason in `notes`) when the data are constant (nothing
+to explain: R² = 1 − 0/0) or when there are no more points than terms + 1.
 Uncertainty of a prediction: relative σ = sqrt(rms(LOO relative error)² + median CV of the
 repetitions²); low/high = value·(1 ∓ 2σ) (about a 95 % band if errors are normal).
 """
@@ -57,10 +59,11 @@ class Model:
     coefficients: list[float]
     smape_pct: float                  # of the fit on the points
     cv_smape_pct: float               # leave-one-out cross-validated
-    r2_adj: float
+    r2_adj: float | None              # None when undefined (the reason is in notes)
     points: int
     rel_sigma: float                  # relative uncertainty of one prediction (see module doc)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # why a statistic is undefined
 
     def evaluate(self, point: dict[str, float]) -> float:
         x = np.array([[float(point[p]) for p in self.params]])
@@ -85,7 +88,7 @@ class Model:
             "terms": [{"coefficient": c, "exponents": {p: [float(i), int(j)] for p, (i, j) in t.items()}}
                       for c, t in zip(self.coefficients, self.terms)],
             "smape_pct": self.smape_pct, "r2_adj": self.r2_adj, "points": self.points,
-            "predictions": predictions,
+            "predictions": predictions, "notes": list(self.notes),
         }
 
 
@@ -251,14 +254,21 @@ def fit(params: list[str], xs, reps: list[list[float]]) -> Model:
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
     n, kterms = len(y), len(hyp)
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    r2_adj = 1 - (1 - r2) * (n - 1) / (n - kterms - 1) if n - kterms - 1 > 0 else r2
+    notes = []
+    if ss_tot <= 1e-24 * max(1.0, float((y ** 2).sum())):
+        r2_adj = None
+        notes.append("adj. R²: undefined, the values are constant (no variance to explain)")
+    elif n - kterms - 1 <= 0:
+        r2_adj = None
+        notes.append(f"adj. R²: undefined, {n} points for {kterms} term(s) and a constant")
+    else:
+        r2_adj = float(1 - (ss_res / ss_tot) * (n - 1) / (n - kterms - 1))
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.where(y != 0, (loo - y) / y, 0.0)
     rel_sigma = math.sqrt(float(np.mean(rel ** 2)) + rep_cv ** 2)
     terms = [{params[k]: (Fraction(i), j) for k, (i, j) in t.items()} for t in hyp]
     return Model(list(params), terms, float(coef[0]), [float(c) for c in coef[1:]], _smape(pred, y), cv,
-                 float(r2_adj), n, rel_sigma, warnings)
+                 r2_adj, n, rel_sigma, warnings, notes)
 
 
 def extrap_json(params: list[str], xs, reps, callpath: str, metric: str) -> dict:

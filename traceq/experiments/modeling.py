@@ -79,7 +79,7 @@ def model_runs(store, params: list[str], metric: str = "step_time", where: str |
         point = dict(zip(params, x))
         fitted = model.evaluate(point)
         mean_v = float(np.mean(v))
-        rows.append({**point, "runs": len(v), "mean": mean_v, "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+        rows.append({**point, "runs": len(v), "mean": mean_v, "sd": float(np.std(v, ddof=1)) if len(v) > 1 else None,
                      "model": fitted, "error_pct": 100 * (fitted - mean_v) / mean_v if mean_v else None,
                      "_t": float(np.mean(r))})
     df = pl.DataFrame(rows)

@@ -5,7 +5,8 @@
 - `robust_median`: the median of what `iqr_filter` keeps.
 - `trimmed_mean`: the mean without one minimum and one maximum (mila's report: with n ≥ 3
   runs; fewer runs are averaged as they are).
-- `sd`: sample standard deviation (n − 1), 0 for a single value.
+- `sd`: sample standard deviation (n − 1); undefined (None) for fewer than two values: one
+  repetition says nothing about the spread, and 0 would claim it is none.
 """
 from __future__ import annotations
 
@@ -38,9 +39,7 @@ def trimmed_mean(values) -> float | None:
 
 def sd(values) -> float | None:
     x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return None
-    return float(x.std(ddof=1)) if x.size > 1 else 0.0
+    return float(x.std(ddof=1)) if x.size > 1 else None
 
 
 def mean(values) -> float | None:
