@@ -152,3 +152,17 @@ def test_help_lists_commands_in_the_order_a_newcomer_meets_them():
     listed = [line.split()[0] for line in out.split("Commands")[1].splitlines()[1:] if line.startswith("  ")]
     assert listed[:4] == ["ingest", "runs", "diagnose", "summary"]
     assert listed[-4:] == ["sql", "doctor", "rm", "export"]
+
+
+def test_html_hotspots_show_the_terminal_label_with_the_full_name_as_tooltip(tmp_path):
+    """main showed the raw signature cut in the middle (`void at::native::vectorized_elementwise_…`)."""
+    import html
+
+    from traceq.report.page import build_report
+
+    store = _trace(tmp_path, [(ADD4, 300), (ADD2, 200)])
+    out = tmp_path / "r.html"
+    build_report(store, None, out)
+    page = out.read_text()
+    label = f"at::native::vectorized_elementwise_kernel {_tag(ADD4)}"
+    assert f'<td title="{html.escape(ADD4, quote=True)}">{label}</td>' in page
