@@ -140,9 +140,11 @@ def test_ingest_table_shows_the_path_as_given(tmp_path, monkeypatch):
     monkeypatch.chdir(deep)
     out = _run("ingest", str(path), "--store", str(tmp_path / "s"))
     row = next(line for line in out.splitlines() if "t.json.gz" in line)
-    # as given (absolute), cut in the middle past 60 characters; main: '../../../t.json.gz'
-    assert row.split()[0] == shorten_path(str(path), 60)
-    assert row.split()[0].startswith(str(tmp_path)[:20]) and row.split()[0].endswith("/t.json.gz")
+    assert row.split()[0] == str(path)         # as given (absolute); main: '../../../t.json.gz'
+    out = _run("ingest", str(path), "--run", "narrow", "--store", str(tmp_path / "s1"), columns=80)
+    cell = next(line for line in out.splitlines() if "t.json.gz" in line).split()[0]
+    # 80 columns: cut in the middle, the file name kept whole; main: '../../../t.json.gz'
+    assert "…" in cell and cell.startswith("/tmp/") and cell.endswith("…/t.json.gz") and len(cell) < len(str(path))
     out = _run("ingest", "../../../t.json.gz", "--run", "again", "--store", str(tmp_path / "s2"))
     assert next(line for line in out.splitlines() if "t.json.gz" in line).split()[0] == "../../../t.json.gz"
 

@@ -199,12 +199,10 @@ def ingest(
     if quiet:
         return
 
-    from .text import shorten_path
-
     given = _as_given(paths)
 
-    def shown(path: str) -> str:
-        return path if fmt != "table" else shorten_path(given(path), 60)
+    def shown(path: str) -> str:      # the table cuts a long path in the middle, keeping its file name
+        return path if fmt != "table" else given(path)
 
     import polars as pl   # after ingesting: a Kineto decode loads it while its workers decode
 
@@ -219,7 +217,7 @@ def ingest(
     if fmt == "table" and not df["timer_stats"].fill_null(0).sum():
         df = df.drop("timer_stats")
     added = sum(r.status != "unchanged" for r in results)
-    _emit_to(df, fmt, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
+    _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
          + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))
 
 
@@ -259,7 +257,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
 
         df = df.with_columns(pl.col("labels").map_elements(lambda v: json.loads(v) if v else {},
                                                            return_dtype=pl.Object))
-    _emit_to(df, fmt, output, headline=f"{df.height} run(s) in {Store(store).path}")
+    _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{df.height} run(s) in {Store(store).path}")
 
 
 @app.command()

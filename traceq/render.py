@@ -19,7 +19,7 @@ import polars as pl
 
 FORMATS = ("table", "json", "csv")
 UNDEFINED = "–"   # a share (%) of a zero or undefined whole, in tables and headlines
-from .text import NAME_WIDTH, shorten, shorten_distinct
+from .text import NAME_WIDTH, shorten, shorten_distinct, shorten_path
 
 
 def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH, full: bool = False) -> pl.DataFrame:
@@ -67,6 +67,8 @@ def header_and_formatter(name: str, series: pl.Series, ns_unit=None, wide: bool 
         return name, lambda v: "" if v is None else f"{v:,}"
     if series.dtype.is_float():
         return name, lambda v: "" if v is None or math.isnan(v) else f"{v:,.3f}"
+    if name == "file" and series.dtype == pl.String:
+        return name, lambda v: "" if v is None else str(v)     # cut to the column's width (_fit)
     if name in ("name", "kernel", "region") or series.dtype == pl.String:
         return name, lambda v: "" if v is None else str(v) if wide else shorten(str(v))
     return name, lambda v: "" if v is None else str(v)
@@ -173,6 +175,16 @@ def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric
     return keep, widths, dropped
 
 
+def _fit(column: str, cells: list[str], width: int) -> list[str]:
+    """Cells cut to `width`: a `file` column keeps each path's file name (shorten_path) where
+    that keeps paths distinct; any other text is cut in the middle, distinct names distinct."""
+    if column == "file":
+        paths = [shorten_path(c, width) for c in cells]
+        if len(set(paths)) == len(set(cells)):
+            return paths
+    return shorten_distinct(cells, width)
+
+
 def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, title: str | None = None,
          highlight: Iterable[int] = (), notes: Iterable[str] = (), file=None, drop_first: Iterable[str] = (),
          wide: bool = False, max_rows: int | None = None, more: str = "") -> None:
@@ -223,7 +235,7 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
         table.add_column(Text(headers[i]), justify="right" if numeric[i] else "left", no_wrap=True,
                          width=widths[i], overflow="ellipsis")
     marked = set(highlight)
-    shown = {i: cells[i] if numeric[i] else shorten_distinct(cells[i], widths[i]) for i in keep}
+    shown = {i: cells[i] if numeric[i] else _fit(df.columns[i], cells[i], widths[i]) for i in keep}
     for r in range(df.height):
         row = [Text(shown[i][r]) for i in keep]
         table.add_row(*row, style="yellow" if r in marked else None)
