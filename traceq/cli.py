@@ -201,13 +201,10 @@ def ingest(
     if quiet:
         return
 
-    def shown(path: str) -> str:
-        if fmt != "table":
-            return path
-        try:
-            return os.path.relpath(path)
-        except ValueError:
-            return path
+    given = _as_given(paths)
+
+    def shown(path: str) -> str:      # the table cuts a long path in the middle, keeping its file name
+        return path if fmt != "table" else given(path)
 
     import polars as pl   # after ingesting: a Kineto decode loads it while its workers decode
 
@@ -222,8 +219,24 @@ def ingest(
     if fmt == "table" and not df["timer_stats"].fill_null(0).sum():
         df = df.drop("timer_stats")
     added = sum(r.status != "unchanged" for r in results)
-    _emit_to(df, fmt, output, headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
+    _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
          + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))
+
+
+def _as_given(paths: list[str]):
+    """A stored path as the user wrote it: the argument itself, or the argument + the part below
+    it for a file found in a directory argument; any other path as it is."""
+    roots = sorted(((os.path.abspath(p), p) for p in paths), key=lambda r: -len(r[0]))
+
+    def given(path: str) -> str:
+        full = os.path.abspath(path)
+        for root, arg in roots:
+            if full == root:
+                return arg
+            if full.startswith(root.rstrip(os.sep) + os.sep):
+                return os.path.join(arg, os.path.relpath(full, root))
+        return path
+    return given
 
 
 # ---------------------------------------------------------------- runs / sql
@@ -246,7 +259,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
 
         df = df.with_columns(pl.col("labels").map_elements(lambda v: json.loads(v) if v else {},
                                                            return_dtype=pl.Object))
-    _emit_to(df, fmt, output, headline=f"{df.height} run(s) in {Store(store).path}")
+    _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{df.height} run(s) in {Store(store).path}")
 
 
 @app.command()
@@ -392,6 +405,24 @@ def rm(
     removed = st.remove(runs)
     for run, n in removed.items():
         sys.stdout.write(_safe(f"{st.path}: removed run {run!r} ({n} rank(s))") + "\n")
+
+
+# `traceq --help` lists commands in the order a user meets them (click keeps insertion order):
+# load and find runs, what to fix first, then the analyses, then the store's tools. Commands
+# not named here keep their place after the named ones, before the store's tools.
+HELP_ORDER = ("ingest", "runs", "diagnose", "summary", "hotspots", "stalls", "breakdown", "overlap",
+              "critical-path", "diff", "compare", "ranks", "model", "check", "report")
+HELP_LAST = ("sql", "doctor", "rm", "export")
+
+
+def _help_rank(cmd) -> tuple[int, int]:
+    name = cmd.name or cmd.callback.__name__.replace("_", "-")
+    if name in HELP_LAST:
+        return (2, HELP_LAST.index(name))
+    return (0, HELP_ORDER.index(name)) if name in HELP_ORDER else (1, 0)
+
+
+app.registered_commands.sort(key=_help_rank)   # stable: unnamed commands keep their order
 
 
 def _damaged_store_file(exc: Exception) -> str | None:

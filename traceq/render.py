@@ -19,15 +19,17 @@ import polars as pl
 
 FORMATS = ("table", "json", "csv")
 UNDEFINED = "–"   # a share (%) of a zero or undefined whole, in tables and headlines
-from .text import NAME_WIDTH, shorten, shorten_distinct
+from .text import NAME_WIDTH, shorten, shorten_distinct, shorten_path
 
 
-def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH) -> pl.DataFrame:
+def with_short_names(df: pl.DataFrame, width: int = NAME_WIDTH, full: bool = False) -> pl.DataFrame:
     """For tables: a `name` column next to an `identity` column shows the kernel's unique short
     label (traceq.kernels.labels) instead of a middle-cut signature; `identity` and `library`
-    are then dropped (JSON/CSV keep all three)."""
+    are then dropped (JSON/CSV keep all three). `full` (--wide): the full name instead."""
     if "name" not in df.columns or "identity" not in df.columns:
         return df
+    if full:
+        return df.drop([c for c in ("identity", "library") if c in df.columns])
     from .kernels.labels import short_labels
 
     labels = short_labels(df["name"].to_list(), df["identity"].to_list(), width)
@@ -51,7 +53,7 @@ def pct_text(v, digits: int = 2) -> str:
     return UNDEFINED if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def header_and_formatter(name: str, series: pl.Series, ns_unit=None):
+def header_and_formatter(name: str, series: pl.Series, ns_unit=None, wide: bool = False):
     if name.endswith("_ns"):
         unit, div = ns_unit or duration_unit(series)
         return f"{name[:-3]} ({unit})", lambda v: "" if v is None else f"{v / div:,.{1 if unit != 's' else 3}f}" if unit == "µs" else f"{v / div:,.3f}"
@@ -65,8 +67,10 @@ def header_and_formatter(name: str, series: pl.Series, ns_unit=None):
         return name, lambda v: "" if v is None else f"{v:,}"
     if series.dtype.is_float():
         return name, lambda v: "" if v is None or math.isnan(v) else f"{v:,.3f}"
+    if name == "file" and series.dtype == pl.String:
+        return name, lambda v: "" if v is None else str(v)     # cut to the column's width (_fit)
     if name in ("name", "kernel", "region") or series.dtype == pl.String:
-        return name, lambda v: "" if v is None else shorten(str(v))
+        return name, lambda v: "" if v is None else str(v) if wide else shorten(str(v))
     return name, lambda v: "" if v is None else str(v)
 
 
@@ -113,6 +117,8 @@ def print_text(con, text: str | None) -> None:
 
 
 TEXT_MIN = 16        # a name column shrinks to this (middle ellipsis) before whole columns are dropped
+NAME_READABLE = 40   # ... but not below this while a secondary column (drop_first) can go instead
+READABLE_COLUMNS = frozenset({"name", "kernel", "region", "key", "file"})
 # Text columns that may be shortened on a narrow terminal (plus the first column of any table);
 # other text columns (e.g. "1.23 ms / 4.56 ms" values) are kept whole, like numbers.
 NAME_COLUMNS = frozenset({"name", "kernel", "region", "key", "file", "devices", "labels", "domain", "metric",
@@ -127,36 +133,56 @@ def _table_width(widths: Iterable[int]) -> int:
 
 def layout(names: list[str], headers: list[str], cells: list[list[str]], numeric: list[bool], width: int,
            drop_first: Iterable[str] = (), wide: bool = False) -> tuple[list[int], dict[int, int], list[int]]:
-    """Which columns fit in `width` and how wide each is. Numbers are never cut: text columns
-    shrink (to TEXT_MIN) first, then whole columns go, `drop_first` ones first, then from the
-    right (never the first column). Returns (kept column indices, width per kept column, dropped)."""
+    """Which columns fit in `width` and how wide each is. Numbers are never cut: names shrink to
+    NAME_READABLE, then the secondary `drop_first` columns go (in their order), then text shrinks
+    to TEXT_MIN, then other columns go from the right (never the first column). Returns (kept column indices, width per kept column, dropped)."""
     from rich.cells import cell_len
 
     n = len(names)
     full = [max([cell_len(h)] + [cell_len(c) for c in col]) for h, col in zip(headers, cells)]
     shrinks = [not numeric[i] and (i == 0 or names[i] in NAME_COLUMNS) for i in range(n)]
     mins = [min(full[i], max(cell_len(headers[i]), TEXT_MIN)) if shrinks[i] else full[i] for i in range(n)]
+    # a name column keeps a readable width (NAME_READABLE) while secondary columns (drop_first)
+    # can go; only then do names shrink further, and other columns go from the right
+    readable = [min(full[i], max(cell_len(headers[i]), NAME_READABLE))
+                if shrinks[i] and (i == 0 or names[i] in READABLE_COLUMNS) else mins[i] for i in range(n)]
     keep, dropped = list(range(n)), []
     if not wide:
-        order = [names.index(c) for c in drop_first if c in names]
-        order += [i for i in reversed(range(1, n)) if i not in order]
-        for i in order:
-            if _table_width(mins[k] for k in keep) <= width:
-                break
-            if i == 0 or len(keep) == 1:
+        secondary = [names.index(c) for c in drop_first if c in names]
+        order = [(i, readable) for i in secondary]
+        order += [(i, mins) for i in secondary + [i for i in reversed(range(1, n)) if i not in secondary]]
+        for i, floor in order:
+            if _table_width(floor[k] for k in keep) <= width:
+                if floor is mins:
+                    break
+                continue
+            if i == 0 or len(keep) == 1 or i not in keep:
                 continue
             keep.remove(i)
             dropped.append(i)
     widths = {i: full[i] for i in keep}
     excess = _table_width(widths.values()) - width
     if excess > 0 and not wide:
-        for i in sorted((i for i in keep if shrinks[i]), key=lambda i: -full[i]):
-            cut = min(excess, full[i] - mins[i])
-            widths[i] -= cut
-            excess -= cut
+        for floor in (readable, mins):      # names keep a readable width as long as they can
+            for i in sorted((i for i in keep if shrinks[i]), key=lambda i: -widths[i]):
+                cut = max(0, min(excess, widths[i] - floor[i]))
+                widths[i] -= cut
+                excess -= cut
+                if excess <= 0:
+                    break
             if excess <= 0:
                 break
     return keep, widths, dropped
+
+
+def _fit(column: str, cells: list[str], width: int) -> list[str]:
+    """Cells cut to `width`: a `file` column keeps each path's file name (shorten_path) where
+    that keeps paths distinct; any other text is cut in the middle, distinct names distinct."""
+    if column == "file":
+        paths = [shorten_path(c, width) for c in cells]
+        if len(set(paths)) == len(set(cells)):
+            return paths
+    return shorten_distinct(cells, width)
 
 
 def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, title: str | None = None,
@@ -188,14 +214,14 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
     if max_rows is not None and total > max_rows:
         df = df.head(max_rows)
         highlight = [i for i in highlight if i < max_rows]
-    df = with_short_names(df)
+    df = with_short_names(df, full=wide)
     con = console(file=out)
     print_text(con, headline)
     ns_cols = [c for c in df.columns if c.endswith("_ns") and df[c].dtype.is_numeric()]
     ns_unit = duration_unit(pl.concat([df[c].cast(pl.Float64) for c in ns_cols])) if ns_cols else None
     headers, cells, numeric = [], [], []
     for name in df.columns:
-        header, f = header_and_formatter(name, df[name], ns_unit)
+        header, f = header_and_formatter(name, df[name], ns_unit, wide)
         if name in undefined:      # a statistic that is undefined there (its reason is in `notes`)
             f = (lambda g: lambda v: UNDEFINED if v is None else g(v))(f)
         headers.append(clean(header))
@@ -211,7 +237,7 @@ def emit(df: pl.DataFrame, fmt: str = "table", *, headline: str | None = None, t
         table.add_column(Text(headers[i]), justify="right" if numeric[i] else "left", no_wrap=True,
                          width=widths[i], overflow="ellipsis")
     marked = set(highlight)
-    shown = {i: cells[i] if numeric[i] else shorten_distinct(cells[i], widths[i]) for i in keep}
+    shown = {i: cells[i] if numeric[i] else _fit(df.columns[i], cells[i], widths[i]) for i in keep}
     for r in range(df.height):
         row = [Text(shown[i][r]) for i in keep]
         table.add_row(*row, style="yellow" if r in marked else None)

@@ -17,6 +17,7 @@ from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
 from ..queries import install_macros, load as load_sql
 from ..store import register_pl
+from ..text import shorten
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, sql_columns, top_param
 
 # --by value -> region sources it selects (gpu_annotation = Kineto GPU-side annotation spans,
@@ -107,7 +108,7 @@ def headline(df: pl.DataFrame, scope: Scope, by: str = "all") -> str:
         else:
             gpu = (f"{_ms(top['gpu_proj_ns'])} GPU projected, {_ms(top['gpu_busy_ns'])} busy"
                    + (f" (busy/CPU {ratio:.2f})" if ratio is not None else ""))
-        parts.append(f"top: {(top['name'] or '(unnamed)')[:50]} {_ms(top['cpu_total_ns'])} CPU -> {gpu}")
+        parts.append(f"top: {shorten(top['name'] or '(unnamed)', 60)} {_ms(top['cpu_total_ns'])} CPU -> {gpu}")
     n_open = int(df["unfinished"].sum() or 0)
     if n_open:
         parts.append(f"{n_open} instance(s) still open at capture end (flagged, counted to capture end)")

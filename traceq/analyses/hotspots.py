@@ -144,11 +144,16 @@ def report_section(ctx) -> list:
     sec.headline = headline(hot, ctx.scope)
     if hot.height:
         shown = hot.head(REPORT_ROWS)
+        if "identity" in hot.columns:    # the terminal's label (made unique over every name), full name as tooltip
+            from ..kernels.labels import short_labels
+
+            label = dict(zip(hot["name"], short_labels(hot["name"].to_list(), hot["identity"].to_list())))
+            shown = shown.with_columns(identity=pl.col("name").replace_strict(label, default=None))
         # the advice column shows what kind of avoidable work it is; the full advice is its tooltip
         # and is listed above the table
         shown = shown.with_columns(pl.col("advice").alias("_advice"),
                                    pl.col("advice").str.split(":").list.first().alias("advice"))
-        cols = [c for c in ("name", "category", "kind", "count", "total_ns", "pct", "mean_ns", "median_ns",
+        cols = [c for c in ("name", "identity", "category", "kind", "count", "total_ns", "pct", "mean_ns", "median_ns",
                             "max_ns", "ranks", "advice") if c in shown.columns]
         t = table(shown.select(cols), max_rows=REPORT_ROWS, titles={"advice": shown["_advice"].to_list()},
                   row_classes=["avoidable" if a else "" for a in shown["avoidable"]])

@@ -7,13 +7,17 @@ every functor), so labels are disambiguated deterministically:
 2. where two or more distinct names share that label, each gets the first identifier (3+
    characters, in order of appearance) of its name that the others in the group lack and that
    is not part of the identity: `at::native::vectorized_elementwise_kernel[MulFunctor]`;
-3. any label still shared by distinct names gets `#k`, k = rank of the full name in sorted order.
+3. any label still shared by distinct names gets a tag derived from the full name alone
+   (`#3f9a`, traceq.text.name_tag), so the same kernel carries the same tag in every command,
+   table and the HTML report, whatever else the table holds.
 The same name always gets the same label within one table; two different names never do.
 """
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+
+from ..text import tag_distinct
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _NOISE = {"void", "const", "float", "int", "long", "unsigned", "char", "bool", "double", "half", "Array",
@@ -61,6 +65,6 @@ def short_labels(names: list[str | None], identities: list[str | None], width: i
         final[lab].append(n)
     for lab, members in final.items():
         if len(members) > 1:
-            for k, n in enumerate(sorted(members), 1):
-                label[n] = f"{lab} #{k}"
+            for n, tag in tag_distinct(members).items():
+                label[n] = f"{_shorten(lab, max(width - len(tag) - 1, 12))} {tag}"
     return [None if n is None else label[n] for n in names]

@@ -36,11 +36,14 @@ TEMPLATE = "plotly_white"
 def base_layout(title: str | None, height: int = 360) -> dict:
     # template "none" here: the page applies TEMPLATE to every figure in the browser, so its
     # ~7 KB are in the file once, and plotly.py does not deep-copy it per figure (~90 ms each)
+    # the title at the very top, the legend on the left just above the plot: plotly's toolbar
+    # (top right of the figure, shown on hover) covers neither
     return dict(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        template="none", height=height, margin=dict(l=60, r=20, t=50 if title else 20, b=50),
+        title=dict(text=title, x=0, xanchor="left", yref="container", y=1, yanchor="top", pad=dict(t=8),
+                   font=dict(size=15)) if title else None,
+        template="none", height=height, margin=dict(l=60, r=20, t=76 if title else 44, b=50),
         font=dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0, xanchor="left"),
         hoverlabel=dict(namelength=-1),
     )
 

@@ -162,7 +162,9 @@ def figure(tl: Timeline, title: str | None = None):
         return None
     busy, extent = _dur(pl.col("busy_ns")), _dur(pl.col("end_ns") - pl.col("start_ns"))
     # plotly reads hover text as (a subset of) HTML: `void f<float>(...)` must stay text
-    name = (pl.col("name").fill_null("").str.slice(0, 90).str.replace_all("&", "&amp;", literal=True)
+    raw = pl.col("name").fill_null("")
+    cut = pl.when(raw.str.len_chars() > 90).then(raw.str.slice(0, 89) + "…").otherwise(raw)   # a cut shows
+    name = (cut.str.replace_all("&", "&amp;", literal=True)
             .str.replace_all("<", "&lt;", literal=True).str.replace_all(">", "&gt;", literal=True))
     seg = tl.segments.with_columns(
         pl.when(pl.col("exact"))
