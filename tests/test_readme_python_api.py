@@ -43,4 +43,7 @@ def test_readme_python_api_examples_run_after_the_quickstart(tmp_path):
     r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.rstrip().endswith("ok 3")
+    out = r.stdout   # what the first example prints, in order (formerly test_registry's check)
+    assert out.startswith("Fix first: pinned_memory"), out[:300]
+    assert "\nrun nsys_sample: GPU op time 2.10 ms" in out and "\nns\n" in out and "['causes']" in out
     assert (tmp_path / "report.html").stat().st_size > 0

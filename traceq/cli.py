@@ -259,7 +259,7 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
 
         df = df.with_columns(pl.col("labels").map_elements(lambda v: json.loads(v) if v else {},
                                                            return_dtype=pl.Object))
-    _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{df.height} run(s) in {Store(store).path}")
+    _emit_to(df, fmt, output, headline=f"{df.height} run(s) in {Store(store).path}")
 
 
 @app.command()

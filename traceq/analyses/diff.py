@@ -43,9 +43,8 @@ def _throughput(scope: Scope, step_ns) -> tuple[float | None, str | None]:
     if not step_ns:
         return None, None
     labels: dict = {}
-    for row in scope.store.manifest_rows():
-        if row["run"] == scope.run:
-            labels.update(json.loads(row["labels"] or "{}"))
+    for (text,) in scope.con.execute("SELECT labels FROM runs WHERE run = ?", [scope.run]).fetchall():
+        labels.update(json.loads(text or "{}"))
     batch = next((labels[k] for k in BATCH_LABELS if labels.get(k)), None)
     try:
         return float(batch) / (step_ns / 1e9), "items/s"

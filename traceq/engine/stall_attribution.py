@@ -117,11 +117,12 @@ def _gap_levels(scope: Scope, params: dict | None) -> None:
     from ..store import register_pl
     from .level_sweep import LEVELS, gap_levels
 
-    if params is None:
-        rows = pl.DataFrame(schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                                    "level": pl.Int64})
-    else:
-        rows = scope.df(load_sql("stalls_activity"), params)
+    if params is None:   # no gaps: the empty table, without loading numpy for the sweep
+        cols = ", ".join(f"NULL::BIGINT AS l{k}" for k in range(1, LEVELS + 1))
+        scope.con.execute("CREATE OR REPLACE TEMP TABLE st_gap_levels AS SELECT NULL::INTEGER AS rank, "
+                          f"NULL::INTEGER AS device, NULL::BIGINT AS start_ns, {cols} WHERE false")
+        return
+    rows = scope.df(load_sql("stalls_activity"), params)
     levels = pl.DataFrame(gap_levels(*(rows[c].to_numpy() for c in ("rank", "device", "start_ns", "end_ns", "level"))),
                           schema={"rank": pl.Int32, "device": pl.Int32, "start_ns": pl.Int64,
                                   **{f"l{k}": pl.Int64 for k in range(1, LEVELS + 1)}})
