@@ -268,3 +268,25 @@ def test_a_bad_token_in_a_kernel_of_a_real_trace_costs_at_most_that_kernel(token
     assert clean["host_ops"].num_rows == got["host_ops"].num_rows
     assert warnings[0] == ("repaired 1 non-finite number" if token != b"1.2.3"
                            else f"skipped 1 malformed event (at byte {dur + 3:,}: expected ',' or '}}', found '.3')")
+
+
+@pytest.mark.parametrize("token", [b"-Infinity", b"Infinity", b"NaN", b'"nan"', b"-inf"])
+def test_a_non_finite_launch_fact_is_unknown_and_every_analysis_reads_the_run(tmp_path, token):
+    """Found by benchmarks/fuzz_long.py: an occupancy of `-Infinity` (repaired to -inf) was stored
+    as -inf and hotspots/overview failed casting it to DECIMAL. A launch fact that is not a finite
+    number is unknown: null, the kernel kept, and every analysis reads the run."""
+    data = damaged(OCC20, OCC20.replace(b": 25}", b": " + token + b"}"))
+    got, _ = tables(tmp_path, data)
+    ops = got["gpu_ops"].to_pylist()
+    k20 = [op for op in ops if op["name"] == "k20"]
+    assert len(ops) == N and len(k20) == 1
+    assert k20[0]["est_occupancy_pct"] is None
+    assert sorted({op["est_occupancy_pct"] for op in ops if op["name"] != "k20"}) == [25.0]
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    run = [sys.executable, "-m", "traceq"]
+    store = tmp_path / "st"
+    assert subprocess.run([*run, "ingest", path, "--store", store, "-q"], capture_output=True).returncode == 0
+    for analysis in ("hotspots", "overview", "summary", "diagnose"):
+        r = subprocess.run([*run, analysis, "--store", store, "-f", "json"], capture_output=True, text=True)
+        assert r.returncode == 0, (analysis, r.stderr)

@@ -80,6 +80,17 @@ def _float_col(values) -> pa.Array:
         return pa.array([num(v) for v in values], pa.float64())
 
 
+def _finite_col(values) -> pa.Array:
+    """`_float_col` with the non-finite values (inf, nan: a repaired `Infinity` token, a string
+    "nan") as null: a launch fact (blocks per SM, occupancy) that is not a number is unknown."""
+    import numpy as np
+
+    arr = _float_col(values)
+    got = arr.to_numpy(zero_copy_only=False)        # nulls read as nan
+    finite = np.isfinite(got)
+    return arr if finite.all() else pa.array(got, pa.float64(), mask=~finite)
+
+
 def _str_col(values) -> pa.Array:
     try:
         return pa.array(values, pa.string())
@@ -167,9 +178,9 @@ def _columns(evs: list[Fields], gpu: bool) -> dict[str, pa.Array]:
             **dict(zip(("grid_x", "grid_y", "grid_z"), _dims([a.grid for a in dev]))),
             **dict(zip(("block_x", "block_y", "block_z"), _dims([a.block for a in dev]))),
             "shared_memory": _int_col([a.shared_memory for a in dev]),
-            "blocks_per_sm": _float_col([a.blocks_per_sm for a in dev]),
-            "warps_per_sm": _float_col([a.warps_per_sm for a in dev]),
-            "est_occupancy_pct": _float_col([a.occupancy for a in dev]),
+            "blocks_per_sm": _finite_col([a.blocks_per_sm for a in dev]),
+            "warps_per_sm": _finite_col([a.warps_per_sm for a in dev]),
+            "est_occupancy_pct": _finite_col([a.occupancy for a in dev]),
             "arg_kind": _str_col([a.kind if type(a.kind) is str else None for a in dev]),
             "collective": _str_col([a.collective for a in dev]),
             "pg_name": _str_col([a.pg_name if a.pg_name is not None else _pg_id_text(a.pg_id) for a in dev]),
