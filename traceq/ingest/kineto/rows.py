@@ -3,6 +3,8 @@ raw parts (`RawWriter`) both decoders use, so that they produce the same rows.
 """
 from __future__ import annotations
 
+import math
+
 import re
 from itertools import accumulate
 from pathlib import Path
@@ -86,9 +88,13 @@ def _finite_col(values) -> pa.Array:
     import numpy as np
 
     arr = _float_col(values)
-    got = arr.to_numpy(zero_copy_only=False)        # nulls read as nan
-    finite = np.isfinite(got)
-    return arr if finite.all() else pa.array(got, pa.float64(), mask=~finite)
+    if len(arr) == 0 or arr.null_count == len(arr):
+        return arr
+    # the values buffer as it is (a null's slot holds some number): no pyarrow.compute, no numpy.ma
+    data = np.frombuffer(arr.buffers()[1], np.float64)[arr.offset:arr.offset + len(arr)]
+    if np.isfinite(data).all():
+        return arr
+    return pa.array([v if v is None or math.isfinite(v) else None for v in arr.to_pylist()], pa.float64())
 
 
 def _str_col(values) -> pa.Array:
