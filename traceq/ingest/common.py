@@ -102,3 +102,14 @@ def nesting_depth(pid, tid, start_ns, end_ns):
     depth = np.empty(n, np.int32)
     depth[order[is_open]] = open_now[is_open] - 1
     return depth
+
+
+class Collected:
+    """An `open_table` target that keeps the pieces in memory: what a reader's `fill` writes when
+    it is called without a work folder (tests, the Python API's in-memory reads)."""
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.Table] = []
+
+    def write(self, table: pa.Table) -> None:
+        self.pieces.append(table)

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from .. import memory
 from ...errors import BadInput
-from ..common import Parsed
+from ..common import Collected, Parsed
 from . import decode
 from .events import Trace
 from .raw import Decoded
@@ -156,22 +156,12 @@ def read(path: Path, workdir: Path | None = None) -> Parsed:
     return parsed
 
 
-class _Collected:
-    """An `open_table` target that keeps the pieces in memory (`read` without a workdir)."""
-
-    def __init__(self) -> None:
-        self.pieces: list[pa.Table] = []
-
-    def write(self, table: pa.Table) -> None:
-        self.pieces.append(table)
-
-
 def _read_in_memory(path: Path) -> Parsed:
     tmp = Path(tempfile.mkdtemp(prefix="traceq-kineto-"))
     try:
         parsed = read(path, tmp)
-        out: dict[str, _Collected] = {}
-        parsed.fill(lambda table: out.setdefault(table, _Collected()))
+        out: dict[str, Collected] = {}
+        parsed.fill(lambda table: out.setdefault(table, Collected()))
         parsed.tables = {t: pa.concat_tables(c.pieces) for t, c in out.items() if c.pieces}
         parsed.fill = None
         return parsed

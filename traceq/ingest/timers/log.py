@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ...errors import BadInput
-from ..common import Parsed
+from ..common import Collected, Parsed
 from ..safe_text import MAX_DEPTH, TooDeep, check_utf8, clean_text, json_depth, loads_capped, repair_utf8
 
 LOG_FORMAT_VERSION = 1   # newest traceq.timer log version this reader understands
@@ -275,23 +275,13 @@ def _deep_lines(chunk: bytes) -> list[int]:
     return out
 
 
-class _Collected:
-    """An `open_table` target that keeps the pieces in memory (`read_log` without a workdir)."""
-
-    def __init__(self) -> None:
-        self.pieces: list[pa.Table] = []
-
-    def write(self, table: pa.Table) -> None:
-        self.pieces.append(table)
-
-
 def _read_in_memory(path: Path) -> Parsed:
     from .log_order import OUT_SCHEMA
 
     tmp = Path(tempfile.mkdtemp(prefix="traceq-timer-"))
     try:
         parsed = read_log(path, tmp)
-        out = _Collected()
+        out = Collected()
         parsed.fill(lambda table: out)
         parsed.tables = {"regions": pa.concat_tables(out.pieces) if out.pieces else OUT_SCHEMA.empty_table()}
         parsed.fill = None
