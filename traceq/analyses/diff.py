@@ -8,14 +8,13 @@ compares the two. `diff_scoped` returns {"categories", "kernels", "regions", "he
 """
 from __future__ import annotations
 
-import json
 
 from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
 from ..queries import run_script
 from ..store import fetch_pl, register_pl
 from ..threads import ordered_map
-from .spec import Analysis, Block, Out, Param, Result, top_param
+from .spec import Analysis, Block, Out, Param, Result, run_labels, top_param
 from .summary import prepare_ops
 
 TABLES = ("categories", "kernels", "regions")
@@ -42,9 +41,7 @@ def _throughput(scope: Scope, step_ns) -> tuple[float | None, str | None]:
 
     if not step_ns:
         return None, None
-    labels: dict = {}
-    for (text,) in scope.con.execute("SELECT labels FROM runs WHERE run = ?", [scope.run]).fetchall():
-        labels.update(json.loads(text or "{}"))
+    labels = run_labels(scope)
     batch = next((labels[k] for k in BATCH_LABELS if labels.get(k)), None)
     try:
         return float(batch) / (step_ns / 1e9), "items/s"
