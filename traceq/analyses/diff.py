@@ -8,7 +8,6 @@ compares the two. `diff_scoped` returns {"categories", "kernels", "regions", "he
 """
 from __future__ import annotations
 
-
 from ..engine.scope import Scope, open_scope
 from ..lazy import polars as pl
 from ..queries import run_script
