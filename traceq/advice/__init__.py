@@ -23,6 +23,14 @@ from __future__ import annotations
 
 from .base import FLOOR_PCT, Evidence, Finding, Findings, evidence_for
 from .bound import FINDINGS_OF_BOUND, bound_for
+
+# the time ledger's labels (traceq.engine.ledger) whose time each idle-time finding claims
+LEDGER_OF_FINDING = {
+    "dataloader": ("data_ns",), "exposed_communication": ("communication_ns", "communication_wait_ns"),
+    "remove_syncs": ("sync_ns", "blocking_copy_ns"), "allocator_churn": ("memory_management_ns",),
+    "warmup": ("warmup_ns",), "launch_overhead": ("launch_ns",), "host_bound": ("host_compute_ns",),
+    "idle_in_range": ("late_unattributed_ns",),
+}
 from .rules import KERNEL_RULES, NOT_WITH_WARMUP, STALL_RULES
 
 
@@ -46,12 +54,38 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
             if f is not None:
                 f.base_ns = span_ns
                 out.append(f)
+    if stalls is not None and getattr(stalls.facts, "ledger", None):
+        out = on_ledger(out, stalls.facts.ledger)
     out = _without_startup_lookalikes(out)
     for f in out:
         f.stepped = ev.stepped
     first = FINDINGS_OF_BOUND.get(bound_for(stalls.facts) if stalls is not None else None, ())
     ranked = sorted(out, key=lambda f: (f.id not in first, -f.est_gain_ms_per_step, f.id))
     return Findings([f for f in ranked if not f.below_floor(ev)], [f for f in ranked if f.below_floor(ev)])
+
+
+def on_ledger(fs: list[Finding], t: dict) -> list[Finding]:
+    """The idle-time findings with the time the ledger gives their cause (LEDGER_OF_FINDING):
+    each idle instant of a step has one label, so no two of them claim the same time and
+    together they never exceed the step windows. A finding's gain per step is scaled with its
+    time; one whose cause has no time in the ledger is dropped. `idle_in_range` (unexplained
+    idle named by the user range it fell in) is at most the ledger's unexplained host time."""
+    out = []
+    for f in fs:
+        cols = LEDGER_OF_FINDING.get(f.id)
+        if cols is None or not t.get("window_ns") or f.gpu_ms <= 0:   # gpu_ms 0: a share of step time, no GPU time
+            out.append(f)
+            continue
+        ns = sum(t[c] for c in cols)
+        if f.id == "idle_in_range":
+            ns = min(ns, round(f.gpu_ms * 1e6))
+        if ns <= 0:
+            continue
+        f.est_gain_ms_per_step *= ns / (f.gpu_ms * 1e6)
+        f.gpu_ms = ns / 1e6
+        f.base_ns = t["window_ns"]
+        out.append(f)
+    return out
 
 
 def _without_startup_lookalikes(fs: list[Finding]) -> list[Finding]:

@@ -110,9 +110,37 @@ def merge_paths(parts) -> PathFacts | None:
                      sum(p.gpu_extent_ns for p in parts))
 
 
+# the time ledger's labels (traceq.engine.ledger) each bound's share adds up; `host` also takes
+# the unattributed idle the host had not issued the next op for (late_unattributed_ns: host
+# time the trace does not record), `unattributed` the rest (queued idle nothing explains)
+LEDGER_OF_BOUND = {
+    "gpu": ("compute_ns",), "data": ("data_ns",), "communication": ("communication_ns", "communication_wait_ns"),
+    "sync": ("sync_ns", "blocking_copy_ns"), "memory_management": ("memory_management_ns",),
+    "warmup": ("warmup_ns",), "launch": ("launch_ns",), "host": ("host_compute_ns", "late_unattributed_ns"),
+    "copy": ("copy_ns",), "busy": ("busy_ns",), "idle": ("idle_ns",),
+}
+
+
+def ledger_shares(t: dict) -> dict[str, float]:
+    """Every bound's share of the step windows, %, from the ledger's totals `t`: each instant
+    of a window counts for exactly one bound, so the shares of gpu, the avoidable costs and
+    unattributed add up to 100 %."""
+    out = dict.fromkeys((*BOUNDS, "idle", "busy"), 0.0)
+    w = t.get("window_ns") or 0
+    if not w:
+        return out
+    for b, cols in LEDGER_OF_BOUND.items():
+        out[b] = 100.0 * sum(t[c] for c in cols) / w
+    out["unattributed"] = 100.0 * (t["unattributed_ns"] - t["late_unattributed_ns"]) / w
+    return out
+
+
 def shares(facts) -> dict[str, float]:
-    """Every bound's share of the GPU span, % (defined in traceq.analyses.diagnose's docstring),
-    and `idle` (all idle time in gaps >= the minimum gap) and `busy`."""
+    """Every bound's share of the step windows, % (defined in traceq.analyses.diagnose's
+    docstring), and `idle` and `busy`: the time ledger's (`ledger_shares`) when the facts carry
+    it; else, without a ledger, of the GPU span from the stall gaps."""
+    if getattr(facts, "ledger", None):
+        return ledger_shares(facts.ledger)
     span = facts.span_ns
     out = dict.fromkeys((*BOUNDS, "idle", "busy"), 0.0)
     if not span:

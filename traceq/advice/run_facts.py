@@ -86,6 +86,9 @@ class RunFacts:
     # the critical path of the scope's steps (traceq.advice.bound.PathFacts), set by
     # traceq.engine.path_facts where one is computed; None: the verdict without a path
     path: object | None = None
+    # the time ledger's totals of the scope (traceq.engine.ledger.Ledger.totals: window_ns and
+    # <label>_ns ...), set by traceq.engine.ledger.with_ledger; None: not computed
+    ledger: dict | None = None
 
     def late_ns(self, column: str) -> int:
         """Idle time of `column` (a cause column of the gaps) in gaps the host was late for."""
@@ -284,4 +287,6 @@ def merge_facts(parts: list[RunFacts]) -> RunFacts:
                                 "ns", ("group_size",))
     f.ranges = _sum_named([p.ranges for p in parts], "range", ("idle_ns", "gaps", "instances"), "idle_ns")
     f.path = merge_paths([p.path for p in parts])
+    kept = [p.ledger for p in parts if p.ledger is not None]
+    f.ledger = {k: sum(x[k] for x in kept) for k in kept[0]} if kept else None
     return f

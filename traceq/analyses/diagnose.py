@@ -42,6 +42,7 @@ from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, PATH_BOUNDS, PATH
 from ..advice.run_facts import run_facts
 from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT
 from ..engine import findings_cache
+from ..engine.ledger import IDLE_LABELS, with_ledger
 from ..engine.path_facts import with_path
 from ..engine.per_rank import map_ranks, mapped
 from ..engine.scope import Scope, open_scope
@@ -132,13 +133,21 @@ def verdict(st, facts=None, truncated: str | None = None) -> tuple[str, float, s
     causes = ", ".join(f"{r['cause']} {r['idle_pct']:.1f} %" for r in c.sort("idle_ns", descending=True).iter_rows(named=True)
                        if r["idle_ns"])
     costs = ", ".join(f"{b} {sh[b]:.1f} %" for b in sorted(AVOIDABLE, key=lambda b: -sh[b]) if round(sh[b], 1))
-    busy = [f"GPU busy {sh['busy']:.1f} % of the GPU span"]
+    led = getattr(facts, "ledger", None)
+    base = "of the step windows" if led else "of the GPU span"
+    busy = [f"GPU busy {sh['busy']:.1f} % {base}"]
     if facts.exposed_comm_ns:
         busy.append(f"exposed communication {100.0 * facts.exposed_comm_ns / facts.span_ns:.1f} %")
     if facts.exposed_copy_ns:
         busy.append(f"copies only {sh['copy']:.1f} %")
-    ev = (", ".join(busy) + f"; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: {sh['idle']:.1f} %"
-          + (f" ({causes})" if causes else "")
+    if led:   # the ledger's idle labels (traceq steps): every idle instant once
+        idle_causes = ", ".join(f"{c} {100.0 * led[c + '_ns'] / led['window_ns']:.1f} %" for c in sorted(
+            IDLE_LABELS, key=lambda c: -led[c + "_ns"]) if round(100.0 * led[c + "_ns"] / led["window_ns"], 1))
+        idle = f"; idle {sh['idle']:.1f} %" + (f" ({idle_causes})" if idle_causes else "")
+    else:
+        idle = (f"; idle in {st.gaps.height:,} gaps >= {st.min_gap_us:g} µs: {sh['idle']:.1f} %"
+                + (f" ({causes})" if causes else ""))
+    ev = (", ".join(busy) + idle
           + (f"; avoidable: {costs} = {avoidable:.1f} %" if costs else "; avoidable: none")
           + (f" (< {GPU_BOUND_AVOIDABLE_PCT:g} %: GPU-bound)" if bound == "gpu" and avoidable < GPU_BOUND_AVOIDABLE_PCT
              else "")
@@ -382,6 +391,7 @@ def report_section(ctx) -> list:
     with ctx.guard(sec, "diagnose"):
         if getattr(st, "facts", None) is None:
             st.facts = run_facts(ctx.scope, st)
+        with_ledger(ctx.scope, st.facts, data_pattern=st.data_pattern)
         with_path(ctx.scope, st.facts)
         bound, share, evidence = verdict(st, st.facts, truncation(ctx.scope))
         rl = ctx.results.get("roofline")

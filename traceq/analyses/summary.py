@@ -1,7 +1,11 @@
-"""Where the GPU timeline goes, per rank (HTA's temporal breakdown): over the span from the
-first GPU op's start to the last one's end, idle = span − |union of all ops|, compute =
-|union of compute kernels|, non-compute = the rest (communication, copies, memsets), each
-also as % of the span (undefined, null, when the span is zero: "–" in tables and headline).
+"""Where the GPU timeline goes, per rank (HTA's temporal breakdown). By default over the time
+ledger's step windows (traceq.engine.ledger: each step from its start to the end of the last
+GPU op it launched; the whole capture without steps; every device of the rank added up):
+span = the windows, idle = the ledger's idle labels, compute = its compute label, non-compute
+= exposed communication + copies, each also as % of the span (undefined, null, when the span
+is zero: "–" in tables and headline): the busy and idle every other command prints. With
+`--window hta`, HTA's own: over the span from the first GPU op's start to the last one's end,
+idle = span − |union of all ops|, compute = |union of compute kernels|, non-compute = the rest.
 
 The SQL is traceq/queries/summary_ops.sql (which ops, in which window: traceq's exact `all`, or
 HTA 0.5.0's `hta`: ops launched before the last ProfilerStep, HTA's kernel classification
@@ -45,11 +49,27 @@ def prepare_ops(scope: Scope, window: str = "all") -> None:
 
 
 def summary_scoped(scope: Scope, window: str = "all") -> pl.DataFrame:
+    """The summary rows of the scope. Window `all` (the default): the time ledger's step
+    windows (traceq.engine.ledger), all devices of a rank added up: span = the windows, busy,
+    idle, compute and non-compute (exposed communication + copies) their labels; `ops` the
+    ops summary_ops.sql measures. Window `hta`: HTA's own definition (summary.sql)."""
     prepare_ops(scope, window)
     df = run_script(scope.con, "summary")
     if df.height == 0:
         return pl.DataFrame(schema=schema())
-    return df.cast(schema())
+    if window == "all":
+        from ..engine.ledger import ledger
+
+        led = ledger(scope).per_rank()
+        if led.height:
+            span = pl.col("span_ns")
+            df = (df.select("rank", "ops").join(led.select(
+                      pl.col("rank").cast(df["rank"].dtype), pl.col("window_ns").alias("span_ns"), "busy_ns", "idle_ns",
+                      pl.col("compute_ns"), (pl.col("communication_ns") + pl.col("copy_ns")).alias("non_compute_ns")),
+                      on="rank", how="inner")
+                  .with_columns(*[pl.when(span > 0).then(100.0 * pl.col(f"{c}_ns") / span).alias(f"{c}_pct")
+                                  for c in ("idle", "compute", "non_compute")]))
+    return df.select(list(schema())).cast(schema())
 
 
 def _ms(ns) -> str:
@@ -161,10 +181,13 @@ def _many_ranks(sec, df: pl.DataFrame) -> None:
 
 ANALYSIS = Analysis(
     name="summary",
-    help="Where the GPU timeline goes, per rank: idle, compute and non-compute time as % of the span from "
-         "the first GPU op's start to the last one's end (HTA's temporal breakdown).\n\n"
-         "idle = span − |union of all ops|; compute = |union of compute kernels|; non-compute = the rest "
-         "(communication, copies, memsets). A trace without GPU ops gives no rows and says so.",
+    help="Where the GPU timeline goes, per rank: idle, compute and non-compute time as % of the span "
+         "(HTA's temporal breakdown).\n\n"
+         "Default window (all): the span is the time ledger's step windows (each step to the end of the last GPU "
+         "op it launched, the whole capture without steps; traceq steps lists them); idle, compute and "
+         "non-compute (exposed communication, copies) are its labels. --window hta: HTA's own, over the first "
+         "GPU op's start to the last one's end: idle = span − |union of all ops|; compute = |union of compute "
+         "kernels|; non-compute = the rest. A trace without GPU ops gives no rows and says so.",
     examples=("traceq summary --window hta --format json",),
     compute=compute,
     params=(WINDOW, *EXECUTOR_PARAMS),

@@ -23,6 +23,7 @@ def run_findings(scope, stalls=None) -> list:
     from .stall_attribution import stalls_scoped
 
     from ..advice.run_facts import run_facts
+    from .ledger import with_ledger
     from .path_facts import with_path
 
     key, fs = findings_cache.load(scope, stalls)
@@ -32,6 +33,7 @@ def run_findings(scope, stalls=None) -> list:
         stalls = stalls_scoped(scope)
     if getattr(stalls, "facts", None) is None:
         stalls.facts = run_facts(scope, stalls)
+    with_ledger(scope, stalls.facts, data_pattern=stalls.data_pattern)
     with_path(scope, stalls.facts)   # the bound (its findings first) weighs the critical path, as diagnose's
     fs = findings(scope, stalls)
     findings_cache.save(scope, key, fs)
@@ -62,10 +64,11 @@ def rank_advice(scope, min_gap_us: float | None = None, data_pattern: str | None
 
     st, ends = rank_stalls(scope, DEFAULT_MIN_GAP_US if min_gap_us is None else min_gap_us, data_pattern)
     st.host_calls = {where: host_calls(scope, where) for where in HOST_CALLS}
+    from .ledger import with_ledger
     from .path_facts import with_path
 
     return {"stalls": st, "busy_ends": ends, "ev": evidence_parts(scope),
-            "facts": with_path(scope, run_facts(scope, st))}
+            "facts": with_path(scope, with_ledger(scope, run_facts(scope, st), data_pattern=data_pattern))}
 
 
 def stalls_of_ranks(scope, outs: list[dict], min_gap_us: float, data_pattern: str | None):

@@ -71,6 +71,7 @@ def rank_facts(scope: Scope, min_gap_us: float) -> dict[int, RankFacts]:
     from ..advice.rules import HOST_CALLS
     from ..advice.rules.stall_facts import host_calls_by_rank
     from ..advice.run_facts import run_facts_by_rank
+    from .ledger import with_ledger
     from .path_facts import path_facts_by_rank
     from .truncation import truncation_by_rank
 
@@ -82,7 +83,7 @@ def rank_facts(scope: Scope, min_gap_us: float) -> dict[int, RankFacts]:
     cut = truncation_by_rank(scope)
     out = {}
     for r, s in per.items():
-        s.facts = facts[r]
+        s.facts = with_ledger(scope, facts[r], rank=r)
         s.facts.path = paths.get(r)
         s.host_calls = {where: calls[where][r] for where in HOST_CALLS}
         out[r] = RankFacts(s, evidence[r], cut.get(r))
