@@ -59,8 +59,9 @@ def _off_path_idle_trace() -> Trace:
     cudaDeviceSynchronize 30..825 (waiting for K0), then launches K2 on device 1 (call
     830..835, runs 840..870).
     Device 1 idles 60..840 (780 µs) while the host is in the sync call (60..825: 765 µs):
-    by the GPU span (Σ per device: 800 + 840 = 1,640 µs) that is sync 765/1,640 = 46.6 %,
-    the largest avoidable cost, so without the path the verdict is sync.
+    in the time ledger (the step's window [0, 880) on each device: 1,760 µs) sync is that
+    and device 0's wait 820..825 after K0: 770/1,760 = 43.8 %, the largest avoidable cost, so
+    without the path the verdict is sync.
     The critical path from the step's end (880) back: host after K2's launch, the launch,
     the sync call's return (825) after K0's end (820), K0 (20..820), its launch delay and
     call, the host from 0: K0 holds 800 of the 880 µs = 90.9 % (>= 60 %): GPU-bound — device
@@ -87,8 +88,8 @@ def test_gpu_idle_off_the_path_is_not_the_verdict(tmp_path):
     assert cp["steps"] == 1 and cp["weighed"]
     assert cp["shares"]["gpu"] == pytest.approx(100.0 * 800 / 880, abs=0.05)
     assert cp["bound"] == "gpu"
-    # the sync idle is measured as before (765 of 1,640 µs) but is not the verdict
-    assert "sync 46.6 %" in rec["evidence"]
+    # the sync idle is measured (770 of 1,760 µs) but is not the verdict
+    assert "sync 43.8 %" in rec["evidence"]
     assert rec["bound"] == "gpu"
-    assert rec["bound_share_pct"] == pytest.approx(100.0 * (800 + 60) / 1640, abs=0.05)
+    assert rec["bound_share_pct"] == pytest.approx(100.0 * (800 + 60) / 1760, abs=0.05)
     assert "kernels >= 60 % of the path: GPU-bound" in rec["evidence"]

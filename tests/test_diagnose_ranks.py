@@ -22,6 +22,7 @@ from traceq.advice.run_facts import run_facts
 from traceq.analyses.diagnose import diagnose_scoped, efficiency, path_row, verdict
 from traceq.analyses.summary import summary_scoped
 from traceq.engine import findings_cache
+from traceq.engine.ledger import with_ledger
 from traceq.engine.path_facts import with_path
 from traceq.engine.scope import open_scope
 from traceq.engine.stall_attribution import stalls_scoped
@@ -57,7 +58,7 @@ def _alone(store, rank: int, **scope) -> dict:
     pooled queries of that scope."""
     one = open_scope(store, rank=rank, **scope)
     st = stalls_scoped(one)
-    st.facts = with_path(one, run_facts(one, st))
+    st.facts = with_path(one, with_ledger(one, run_facts(one, st)))
     bound, share, ev = verdict(st, st.facts, truncation(one))
     facts = evidence_for(one)
     fs = findings(one, st, facts)

@@ -218,15 +218,18 @@ def synthetic_store(tmp_path_factory) -> Path:
 
 
 def test_summary_default_window_on_synthetic_trace(synthetic_store):
-    # Ops (sync rows excluded): [0,100) [150,200) [50,180) [250,270).
-    # span = 270 - 0 = 270; busy = |[0,200) ∪ [250,270)| = 220; idle = 50;
-    # compute = |[0,100) ∪ [150,200)| = 150; non-compute = 270 - 150 - 50 = 70.
+    # Ops (sync rows excluded): [0,100) [150,200) [50,180) [250,270). The span is the time
+    # ledger's step windows: step #1 [0,160) launched ops that run to 200 -> [0,200); step #2
+    # [160,400) starts where #1's window ends -> [200,400): span 400 (the GPU idle after the
+    # last op, to the end of step #2, is idle of that step). busy = |[0,200) ∪ [250,270)| = 220;
+    # idle = 180; compute = |[0,100) ∪ [150,200)| = 150; non-compute = 220 - 150 = 70
+    # (exposed communication [100,150) and the copy [250,270)).
     row = summary(synthetic_store).row(0, named=True)
     assert (row["ops"], row["span_ns"], row["busy_ns"], row["idle_ns"], row["compute_ns"], row["non_compute_ns"]) == \
-        (4, 270_000, 220_000, 50_000, 150_000, 70_000)
-    assert row["idle_pct"] == pytest.approx(100 * 50 / 270)
-    assert row["compute_pct"] == pytest.approx(100 * 150 / 270)
-    assert row["non_compute_pct"] == pytest.approx(100 * 70 / 270)
+        (4, 400_000, 220_000, 180_000, 150_000, 70_000)
+    assert row["idle_pct"] == pytest.approx(100 * 180 / 400)
+    assert row["compute_pct"] == pytest.approx(100 * 150 / 400)
+    assert row["non_compute_pct"] == pytest.approx(100 * 70 / 400)
 
 
 def test_summary_hta_window_on_synthetic_trace(synthetic_store):
@@ -261,9 +264,12 @@ def test_overlap_default_window_on_synthetic_trace(synthetic_store):
 
 
 def test_steps_option_limits_the_window(synthetic_store):
-    # --steps 2 = ProfilerStep#2's span [160, 400): ops starting inside it are the memcpy only.
+    # --steps 2 = ProfilerStep#2's span [160, 400): ops starting inside it are the memcpy only;
+    # the ledger's window of the step is the step itself, [160, 400) (240 µs: step 1 is not in
+    # scope, so nothing is tiled off its start); busy: the memcpy (20 µs) and the parts of
+    # step 1's ops that run after 160 ([160, 200)): 60 µs, compute [160, 200) = 40 µs
     row = summary(synthetic_store, steps="2").row(0, named=True)
-    assert (row["ops"], row["span_ns"], row["compute_ns"]) == (1, 20_000, 0)
+    assert (row["ops"], row["span_ns"], row["busy_ns"], row["compute_ns"]) == (1, 240_000, 60_000, 40_000)
     assert overlap(synthetic_store, steps="2", by="step")["step"].to_list() == [2]
 
 
@@ -272,7 +278,8 @@ def test_cli_summary_and_overlap_render_headline_and_json(synthetic_store):
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store)])
     assert res.exit_code == 0, res.output
     first = [ln for ln in res.output.splitlines() if not ln.startswith("Fix first:")][0]   # below "Fix first"
-    assert re.search(r"GPU idle 18\.5 % of 270\.0 µs; compute 55\.6 %, non-compute 25\.9 %", first), first
+    # the ledger's windows (test_summary_default_window_on_synthetic_trace): 180 of 400 µs idle
+    assert re.search(r"GPU idle 45\.0 % of 400\.0 µs; compute 37\.5 %, non-compute 17\.5 %", first), first
     res = runner.invoke(app, ["summary", "--store", str(synthetic_store), "--window", "hta", "-f", "json"])
     doc = json.loads(res.stdout)
     rows = doc["rows"]

@@ -28,7 +28,8 @@ from .bound import FINDINGS_OF_BOUND, bound_for
 LEDGER_OF_FINDING = {
     "dataloader": ("data_ns",), "exposed_communication": ("communication_ns", "communication_wait_ns"),
     "remove_syncs": ("sync_ns", "blocking_copy_ns"), "allocator_churn": ("memory_management_ns",),
-    "warmup": ("warmup_ns",), "launch_overhead": ("launch_ns",), "host_bound": ("host_compute_ns",),
+    "warmup": ("warmup_ns",), "launch_overhead": ("launch_ns",),
+    "host_bound": ("host_compute_ns", "late_unattributed_ns"),
     "idle_in_range": ("late_unattributed_ns",),
 }
 from .rules import KERNEL_RULES, NOT_WITH_WARMUP, STALL_RULES
@@ -69,8 +70,11 @@ def on_ledger(fs: list[Finding], t: dict) -> list[Finding]:
     each idle instant of a step has one label, so no two of them claim the same time and
     together they never exceed the step windows. A finding's gain per step is scaled with its
     time; one whose cause has no time in the ledger is dropped. `idle_in_range` (unexplained
-    idle named by the user range it fell in) is at most the ledger's unexplained host time."""
+    idle named by the user range it fell in) is at most the ledger's unexplained host time
+    (late_unattributed_ns), and host_bound claims the rest of that with host_compute."""
     out = []
+    ranged = next((f.gpu_ms for f in fs if f.id == "idle_in_range"), 0.0)
+    ranged_ns = min(t.get("late_unattributed_ns", 0), round(ranged * 1e6))
     for f in fs:
         cols = LEDGER_OF_FINDING.get(f.id)
         if cols is None or not t.get("window_ns") or f.gpu_ms <= 0:   # gpu_ms 0: a share of step time, no GPU time
@@ -78,10 +82,15 @@ def on_ledger(fs: list[Finding], t: dict) -> list[Finding]:
             continue
         ns = sum(t[c] for c in cols)
         if f.id == "idle_in_range":
-            ns = min(ns, round(f.gpu_ms * 1e6))
+            ns = ranged_ns
+        elif f.id == "host_bound":   # the host late, computing or in what the trace does not record
+            ns -= ranged_ns           # ... less what idle_in_range names by its user range
         if ns <= 0:
             continue
         f.est_gain_ms_per_step *= ns / (f.gpu_ms * 1e6)
+        if abs(ns - f.gpu_ms * 1e6) > 0.005 * ns and "time ledger" not in f.evidence:
+            f.evidence = (f"{ns / 1e6:,.2f} ms in the time ledger ({100.0 * ns / t['window_ns']:.1f} % of the step "
+                          f"windows, every idle instant counted once; traceq steps); in the stall gaps: " + f.evidence)
         f.gpu_ms = ns / 1e6
         f.base_ns = t["window_ns"]
         out.append(f)

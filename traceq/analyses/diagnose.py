@@ -183,7 +183,8 @@ def _queue_words(st, facts, sh: dict) -> str:
     n = st.queued_gaps()
     if not n or not facts.span_ns:
         return ""
-    return (f"; in {n:,} of the gaps ({100 * st.queued_ns('gap_ns') / facts.span_ns:.1f} % of the span) the next GPU "
+    base = "of the step windows" if getattr(facts, "ledger", None) else "of the span"
+    return (f"; in {n:,} of the gaps ({100 * st.queued_ns('gap_ns') / facts.span_ns:.1f} % {base}) the next GPU "
             "op was already launched when the gap began: the GPU waited on something the trace does not show, not "
             f"on the host (unattributed {sh['unattributed']:.1f} %)")
 

@@ -33,6 +33,7 @@ PERIOD_SLICES = 10          # a rank with fewer than two steps: recurrence over 
 # rank's median launch loads its kernel's module (the same thresholds as advice/run_facts.py)
 SLOW_LAUNCH_NS = 1_000_000
 SLOW_LAUNCH_FACTOR = 100
+SLOW_ALLOC_NS = 50_000_000   # an allocator call this long initialises a context or library
 STEP_COLUMNS = ("rank", "device", "step", "step_source", "start_ns", "end_ns", "window_ns", *LABEL_COLUMNS,
                 "busy_ns", "idle_ns", "comm_ns", "overlapped_comm_ns", "late_unattributed_ns")
 SUM_COLUMNS = ("window_ns", *LABEL_COLUMNS, "busy_ns", "idle_ns", "comm_ns", "overlapped_comm_ns",
@@ -46,7 +47,8 @@ class Ledger:
     communication + copy), idle_ns (the rest), comm_ns (time a communication op runs,
     hidden or not), overlapped_comm_ns (comm_ns − communication_ns: hidden by compute) and
     late_unattributed_ns (the unattributed time of idle the host had not issued the next op
-    for: host time the trace does not show; the rest of unattributed is queued idle)."""
+    for: host time the trace does not show; the rest of unattributed is queued idle, or idle
+    after the rank's last GPU op, which no op waits to end)."""
     steps: pl.DataFrame
 
     def per_rank(self) -> pl.DataFrame:
@@ -140,12 +142,14 @@ def ledger_part(scope, data_pattern: str | None = None) -> pl.DataFrame:
     con.execute("CREATE OR REPLACE TEMP TABLE lg_periods AS SELECT * FROM lg_periods_df ORDER BY rank, lo_ns")
     con.unregister("lg_periods_df")
     act = run_script(con, "ledger", {"run": scope.run, "data_pattern": data_pattern or None,
-                                     "slow_launch_ns": SLOW_LAUNCH_NS, "slow_launch_factor": SLOW_LAUNCH_FACTOR})
+                                     "slow_launch_ns": SLOW_LAUNCH_NS, "slow_launch_factor": SLOW_LAUNCH_FACTOR,
+                                     "slow_alloc_ns": SLOW_ALLOC_NS})
     devs = fetch_pl(con, "SELECT rank, device FROM lg_devs ORDER BY rank, device")
     if not devs.height:
         return empty_steps()
     ops = fetch_pl(con, "SELECT rank, device, start_ns, end_ns, cls AS kind FROM lg_ops")
-    queued = fetch_pl(con, "SELECT rank, device, start_ns, end_ns, 12 AS kind FROM lg_idle WHERE queued")
+    queued = fetch_pl(con, "SELECT rank, device, start_ns, end_ns, CASE WHEN queued THEN 12 ELSE 13 END AS kind "
+                           "FROM lg_idle WHERE queued OR tail")
     devs = devs.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("gpu"))
     wins = (devs.join(windows, on="rank").sort("gpu", "lo_ns", "hi_ns", "step")
             .with_columns(pl.int_range(pl.len()).alias("win")))

@@ -4,8 +4,9 @@ builds the inputs and reads the result).
 
 One pass over every rank and device at once, in numpy, as the stall attribution's sweep
 (level_sweep.py): the edges (+1 at a start, -1 at an end) of the windows (type 0), the GPU
-ops (types 1-3: compute, communication, copy), the host activity (types 4-11) and the queued
-idle intervals (type 12), sorted by (GPU, time). At each distinct instant the running sum of
+ops (types 1-3: compute, communication, copy), the host activity (types 4-11), the queued
+idle intervals (type 12) and the idle after a rank's last GPU op (type 13), sorted by (GPU,
+time). At each distinct instant the running sum of
 the edges gives the number of open intervals of each type. The segment from an instant to
 the next one of the same GPU lies in a window when a window is open, and takes:
   the lowest GPU class open (1 compute, 2 communication, 3 copy), else
@@ -23,15 +24,16 @@ from __future__ import annotations
 LABELS = ("compute", "communication", "copy", "data", "communication_wait", "sync", "blocking_copy",
           "memory_management", "warmup", "launch", "host_compute", "unattributed")
 QUEUED = 12            # the type of a queued idle interval
-N_TYPES = 13           # 0 window, 1..11 labels, 12 queued
+TAIL = 13              # the type of idle no GPU op ends (after the rank's last op)
+N_TYPES = 14           # 0 window, 1..11 labels, 12 queued, 13 tail
 UNATTRIBUTED = 12      # label id of `unattributed` (labels are 1-based: LABELS[i - 1])
 
 
 def sweep(gpu, start_ns, end_ns, kind, n_windows: int):
     """`gpu`, `start_ns`, `end_ns`, `kind` (numpy int arrays): every interval; kind 0 rows
     are the windows, numbered 0..n_windows-1 in (gpu, start, end) order (the caller sorts
-    them so). Returns (per_label, comm_ns, late_ns): an (n_windows, 13) int64 array of ns per
-    label id (column 0 unused), and per window the time with communication running and the
+    them so). Returns (per_label, comm_ns, late_ns): an (n_windows, N_TYPES) int64 array of ns
+    per label id (columns 1-12 used), and per window the time with communication running and the
     unattributed time outside queued idle (the host had not issued the next op yet)."""
     import numpy as np
 
@@ -84,6 +86,8 @@ def sweep(gpu, start_ns, end_ns, kind, n_windows: int):
                    ).astype(np.int64).reshape(n_windows, N_TYPES)
     comm += np.rint(np.bincount(win, weights=np.where(counts[2][idx] > 0, ns, 0), minlength=n_windows)
                     ).astype(np.int64)
-    late += np.rint(np.bincount(win, weights=np.where((label == UNATTRIBUTED) & ~queued, ns, 0), minlength=n_windows)
+    tail = counts[TAIL][idx] > 0
+    late += np.rint(np.bincount(win, weights=np.where((label == UNATTRIBUTED) & ~queued & ~tail, ns, 0),
+                                minlength=n_windows)
                     ).astype(np.int64)
     return per, comm, late

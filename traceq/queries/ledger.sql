@@ -15,7 +15,9 @@
 --   idle      the instants of a window where no GPU op runs (lg_idle), including the time
 --             before the window's first op and after its last. An idle interval is `queued`
 --             when the op that ends it was already launched (its launch call had returned) when
---             it began: the GPU waited on something other than the host issuing work.
+--             it began: the GPU waited on something other than the host issuing work (the op
+--             that ends it: the device's next op, also when the interval is cut by the end of
+--             the last window). Idle after the device's last GPU op of the capture is a `tail`.
 --   host activity overlapping idle, by label (the stall attribution's precedence, stalls_gaps.sql):
 --               4 data               DataLoader spans, timer IO, --data-pattern regions (stalls_data.sql)
 --               5 communication_wait the host in a collective or P2P call (is_communication_name)
@@ -25,18 +27,24 @@
 --               9 warmup             one-off start-up work: context/module/library loading and
 --                                    JIT/compile calls (host_is_warmup, is_warmup_name regions),
 --                                    slow first launches (>= $slow_launch_ns and
---                                    >= $slow_launch_factor x the rank's median launch call) and
---                                    allocator calls -- each only when its calls do not recur
---                                    (lg_recurring: found in >= 2 periods and in at least half of
---                                    them, periods being the rank's steps, or tenths of its
---                                    capture when it has fewer than two); a recurring one keeps
---                                    its own label (memory_management, launch, host_compute)
+--                                    >= $slow_launch_factor x the rank's median launch call),
+--                                    allocator calls, and allocator calls of >= $slow_alloc_ns
+--                                    (an allocation that takes that long initialises a context or
+--                                    a library: cudaFree(0), cuDNN handles; their recurrence is
+--                                    that of such slow calls) -- each only when its calls do not recur
+--                                    (lg_recurring: its calls start in >= 2 periods, one of them
+--                                    in the second half of the capture -- period p >= (n - 1) / 2
+--                                    of n -- so it goes on into steady state; periods are the
+--                                    rank's steps, or tenths of its capture when it has fewer than
+--                                    two); a recurring one keeps its own label (memory_management,
+--                                    launch, host_compute)
 --              10 launch             a launching thread inside another runtime/driver call
 --              11 host_compute       a cpu_op/python op of a process that launches GPU work
 --             An idle instant takes the lowest label covering it; 12 unattributed when none.
 --             In queued idle, launch and host_compute do not explain the wait: unattributed.
 --
--- Parameters: $run (text), $data_pattern (text or NULL), $slow_launch_ns, $slow_launch_factor.
+-- Parameters: $run (text), $data_pattern (text or NULL), $slow_launch_ns, $slow_launch_factor,
+-- $slow_alloc_ns.
 -- Requires lg_windows, lg_periods (rank, lo_ns: the periods' starts), scope_window,
 -- scope_links, the macros of intervals.sql and the host-API classes of traceq/rules/host_api.py.
 --
@@ -67,20 +75,32 @@ WITH wd AS (
     SELECT {'rank': rank, 'device': device} AS key, start_ns, end_ns FROM lg_ops
     UNION ALL
     SELECT {'rank': rank, 'device': device}, coalesce(prev_hi, lo_ns - 1), lo_ns FROM wd
+    WHERE coalesce(prev_hi, lo_ns - 1) < lo_ns   -- windows that tile time leave no hole between them
     UNION ALL
     SELECT {'rank': rank, 'device': device}, max(hi_ns), max(hi_ns) + 1 FROM wd GROUP BY rank, device
 ), busy AS (
     SELECT key, start_ns, end_ns FROM iv_union(blockers)
 ), gaps AS (
     SELECT key, start_ns, end_ns FROM iv_gaps(busy)
-), queued AS (
-    SELECT DISTINCT g.key, g.start_ns
+), next_op AS (
+    -- the next GPU op of the device at or after each idle interval's end (the op that ends it,
+    -- or, for idle cut by the end of the last window, the op the capture runs next), by ASOF;
+    -- its launch call when recorded
+    SELECT g.key, g.start_ns, g.end_ns, o.start_ns AS op_start_ns
     FROM gaps g
-    JOIN scope_links l ON l.rank = g.key.rank AND l.device = g.key.device AND l.op_start_ns = g.end_ns
-    WHERE l.call_end_ns <= g.start_ns
+    ASOF LEFT JOIN (SELECT rank, device, start_ns FROM gpu_ops
+                    WHERE run = $run AND kind IN ('kernel', 'memcpy', 'memset')
+                      AND coalesce(category, '') <> 'sync' AND rank IN (SELECT rank FROM lg_devs)) o
+      ON o.rank = g.key.rank AND o.device = g.key.device AND o.start_ns >= g.end_ns
+), queued AS (
+    SELECT DISTINCT n.key, n.start_ns
+    FROM next_op n
+    JOIN scope_links l ON l.rank = n.key.rank AND l.device = n.key.device AND l.op_start_ns = n.op_start_ns
+    WHERE l.call_end_ns <= n.start_ns
 )
-SELECT g.key.rank AS rank, g.key.device AS device, g.start_ns, g.end_ns, q.key IS NOT NULL AS queued
-FROM gaps g LEFT JOIN queued q ON q.key = g.key AND q.start_ns = g.start_ns;
+SELECT n.key.rank AS rank, n.key.device AS device, n.start_ns, n.end_ns, q.key IS NOT NULL AS queued,
+       n.op_start_ns IS NULL AS tail
+FROM next_op n LEFT JOIN queued q ON q.key = n.key AND q.start_ns = n.start_ns;
 
 CREATE OR REPLACE TEMP TABLE lg_data AS
 SELECT r.rank AS key, r.start_ns, r.end_ns
@@ -147,7 +167,8 @@ SELECT n.rank, n.device, n.start_ns, n.end_ns, n.name,
               AND n.pid IN (SELECT pid FROM launcher x WHERE x.rank = n.rank) THEN 11
        END) AS label,
        -- the start-up candidates and the key their recurrence is judged by
-       CASE WHEN n.warm_region OR host_is_warmup(n.kind, n.name) OR host_is_memory(n.kind, n.name) THEN n.name
+       CASE WHEN host_is_memory(n.kind, n.name) AND n.end_ns - n.start_ns >= $slow_alloc_ns THEN '(slow allocator call)'
+            WHEN n.warm_region OR host_is_warmup(n.kind, n.name) OR host_is_memory(n.kind, n.name) THEN n.name
             WHEN n.kind IN ('runtime', 'driver') AND n.correlation IS NOT NULL
                  AND n.end_ns - n.start_ns >= $slow_launch_ns
                  AND n.end_ns - n.start_ns >= $slow_launch_factor * m.ns THEN '(slow launch)'
@@ -167,7 +188,7 @@ WITH keys AS (
 ), calls AS (
     SELECT h.rank, k.warm_key, h.start_ns
     FROM host_ops h JOIN keys k ON k.rank = h.rank AND k.warm_key = h.name
-    WHERE h.run = $run
+    WHERE h.run = $run AND NOT (host_is_memory(h.kind, h.name) AND h.end_ns - h.start_ns >= $slow_alloc_ns)
     UNION ALL
     SELECT r.rank, k.warm_key, r.start_ns
     FROM regions r JOIN keys k ON k.rank = r.rank AND k.warm_key = r.name
@@ -178,6 +199,11 @@ WITH keys AS (
     WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
       AND h.end_ns - h.start_ns >= $slow_launch_ns AND h.end_ns - h.start_ns >= $slow_launch_factor * m.ns
       AND (h.rank, '(slow launch)') IN (SELECT (rank, warm_key) FROM keys)
+    UNION ALL
+    SELECT h.rank, '(slow allocator call)', h.start_ns
+    FROM host_ops h
+    WHERE h.run = $run AND host_is_memory(h.kind, h.name) AND h.end_ns - h.start_ns >= $slow_alloc_ns
+      AND (h.rank, '(slow allocator call)') IN (SELECT (rank, warm_key) FROM keys)
 ), placed AS (
     SELECT c.rank, c.warm_key, p.p
     FROM calls c ASOF JOIN lg_periods p ON p.rank = c.rank AND c.start_ns >= p.lo_ns
@@ -185,7 +211,7 @@ WITH keys AS (
     SELECT rank, count(*) AS n FROM lg_periods GROUP BY rank
 )
 SELECT x.rank, x.warm_key, count(DISTINCT x.p) AS periods, any_value(n.n) AS of_periods,
-       count(DISTINCT x.p) >= 2 AND 2 * count(DISTINCT x.p) >= any_value(n.n) AS recurring
+       count(DISTINCT x.p) >= 2 AND 2 * max(x.p) >= any_value(n.n) - 1 AS recurring
 FROM placed x JOIN n_periods n ON n.rank = x.rank
 GROUP BY x.rank, x.warm_key;
 

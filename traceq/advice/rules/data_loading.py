@@ -15,7 +15,7 @@ from ...lazy import polars as pl
 
 from ..stall_advice import DATA_WAIT_ADVICE_PCT, NEUTRAL_DATA_ADVICE
 from ..base import Evidence, Finding
-from .stall_facts import cause_row, idle_text
+from .stall_facts import cause_row, idle_text, ledger_ns, ledger_text
 
 
 def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
@@ -33,6 +33,10 @@ def data_loading(scope, ev: Evidence, stalls) -> Finding | None:
     if row is not None and row["idle_ns"]:
         return Finding("dataloader", "data_loading", idle_text(row, ev, "loading data"),
                        row["idle_ns"] / 1e6, ev.per_step_ms(row["idle_ns"]), advice)
+    ns = ledger_ns(stalls, "data_ns")
+    if ns:   # none in the stall gaps: the ledger's (a data wait before the step's first GPU op, ...)
+        return Finding("dataloader", "data_loading", ledger_text(stalls, ns, ev, "loading data"),
+                       ns / 1e6, ev.per_step_ms(ns), advice)
     pct = stalls.data_wait_pct()
     if stalls.causes.height == 0 and pct is not None and pct > DATA_WAIT_ADVICE_PCT:
         st = stalls.steps

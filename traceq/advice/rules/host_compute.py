@@ -16,7 +16,7 @@ inference.
 from __future__ import annotations
 
 from ..base import Evidence, Finding
-from .stall_facts import idle_text, late_row, queued_text
+from .stall_facts import idle_text, late_row, ledger_ns, ledger_text, queued_text
 
 
 def _unrecorded_ns(stalls) -> int:
@@ -33,9 +33,12 @@ def host_compute(scope, ev: Evidence, stalls) -> Finding | None:
     host_ns = row["idle_ns"] if row is not None else 0
     quiet = _unrecorded_ns(stalls)
     ns = (host_ns or 0) + quiet
-    if not ns:
-        return None
     parts = []
+    if not ns:   # none in the stall gaps: the ledger's (host work before the first GPU op of a step, ...)
+        ns = ledger_ns(stalls, "host_compute_ns", "late_unattributed_ns")
+        if not ns:
+            return None
+        parts.append(ledger_text(stalls, ns, ev, "computing on the CPU or running code the trace does not record"))
     if host_ns:
         parts.append(idle_text(row, ev, "computing on the CPU (framework/Python ops)") + queued_text(row))
     if quiet:

@@ -11,6 +11,23 @@ def cause_row(stalls, cause: str) -> dict | None:
     return c.row(0, named=True) if c.height else None
 
 
+def ledger_ns(stalls, *columns: str) -> int:
+    """The time ledger's total of `columns` (<label>_ns, traceq.engine.ledger) for the
+    stall result's scope; 0 when its facts carry no ledger."""
+    t = getattr(getattr(stalls, "facts", None), "ledger", None)
+    if not t or not t.get("window_ns"):
+        return 0
+    return int(sum(t[c] for c in columns))
+
+
+def ledger_text(stalls, ns: int, ev, label: str) -> str:
+    """The ledger's idle time of a cause in words (the evidence of a finding whose idle time
+    lies outside the stall gaps: before a step's first GPU op, after its last)."""
+    w = stalls.facts.ledger["window_ns"]
+    return (f"GPU idle {ns / 1e6:,.2f} ms ({100.0 * ns / w:.1f} % of the step windows{ev.per_step(ns)}) while the "
+            f"host was {label} (the time ledger, traceq steps: idle before, between and after the GPU ops)")
+
+
 def late_row(stalls, cause: str, column: str) -> dict | None:
     """The cause's row (stalls.sql) restricted to the gaps the host was late for: without the
     time (`column` of stalls_gaps.sql) in gaps whose next GPU op was already launched when the

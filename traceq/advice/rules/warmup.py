@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..base import Evidence, Finding, ms
 from ..bound import bound_for
-from .stall_facts import calls_text, host_calls
+from .stall_facts import calls_text, host_calls, ledger_ns, ledger_text
 from ...rules.host_api import MEMORY_CALLS
 
 DOMINANT_PCT = 25.0   # of the GPU span: start-up dominates the capture
@@ -37,11 +37,15 @@ def warmup_ns(stalls) -> tuple[int, int]:
 def warmup(scope, ev: Evidence, stalls) -> Finding | None:
     warm, first_touch = warmup_ns(stalls)
     ns = warm + first_touch
-    if not ns:
-        return None
+    parts = []
+    if not ns:   # none in the stall gaps: the ledger's (start-up before the first GPU op, ...)
+        ns = ledger_ns(stalls, "warmup_ns")
+        if not ns:
+            return None
+        parts.append(ledger_text(stalls, ns, ev, "doing one-off start-up work (module/library loading, JIT/compile, "
+                                 "context creation, first allocations)"))
     f = stalls.facts
     span = f.span_ns or 0
-    parts = []
     if warm:
         parts.append(f"GPU idle {ms(warm)} while the host did one-off start-up work"
                      + (f" (calls: {calls_text(f.warm_calls)})" if f.warm_calls.height else ""))
