@@ -269,18 +269,23 @@ def sql(
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, EXPORT DATABASE, ATTACH, CREATE): only to the paths the statement names in '…' or $$…$$ outside the store. SET, INSTALL, LOAD and network access stay refused.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Read the store's tables and nothing else, whatever the statement names: no file outside the store (read_csv('/etc/passwd') is refused), no ATTACH, COPY or extension. What `traceq mcp` runs.")] = False,
 ) -> None:
     """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
     than queries are refused unless --allow-writes. DuckDB's file access is locked to the
     paths the statement names in string literals outside the store (a glob: the folder above
-    it, or the files it matches outside the store), in every mode: the store can never be
-    written.
+    it, or the files it matches outside the store), in every mode, or with --strict to the
+    store's own files: the store can never be written.
+
+    Results stream: -o FILE is written in Arrow batches (bounded memory, any size) and
+    appears only when complete; a table shows the first 200 rows and says when there are
+    more. Nested values go to CSV as JSON text, blobs as hex (docs/sql.md).
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
-    from .engine.catalog import sql as run_sql
+    from .sql_stream import run_query
 
-    _emit_to(run_sql(query, store, allow_writes=allow_writes), fmt, output)
+    run_query(query, store, fmt, output, allow_writes=allow_writes, strict=strict)
 
 
 # ---------------------------------------------------------------- report
