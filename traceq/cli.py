@@ -288,6 +288,26 @@ def sql(
     run_query(query, store, fmt, output, allow_writes=allow_writes, strict=strict)
 
 
+# ---------------------------------------------------------------- mcp
+@app.command()
+def mcp(store: StoreOpt = None) -> None:
+    """Serve the store to an AI assistant over the Model Context Protocol (stdio): one tool per
+    analysis (its parameters as --help declares them), list_runs, describe_store, a strict and
+    capped sql, explain (a finding's evidence rows); the store's schema and the definitions as
+    resources; a "diagnose this run" prompt. Read-only: no tool writes, no query reads a file
+    outside the store. Needs the extra: pip install 'traceq[mcp]' (docs/mcp.md has the client
+    configuration).
+
+    Example (Claude Desktop, VS Code, Cursor: the command to start): traceq mcp --store /data/traces/.traceq
+    """
+    from .mcp.server import INSTALL_HINT, available, serve
+    from .store.layout import resolve_store_path
+
+    if not available():
+        fail(INSTALL_HINT)
+    serve(str(resolve_store_path(store).resolve()))
+
+
 # ---------------------------------------------------------------- report
 @app.command()
 def report(
@@ -417,7 +437,7 @@ def rm(
 # not named here keep their place after the named ones, before the store's tools.
 HELP_ORDER = ("ingest", "runs", "diagnose", "summary", "hotspots", "stalls", "breakdown", "overlap",
               "critical-path", "diff", "compare", "ranks", "model", "check", "report")
-HELP_LAST = ("sql", "doctor", "rm", "export")
+HELP_LAST = ("sql", "mcp", "doctor", "rm", "export")
 
 
 def _help_rank(cmd) -> tuple[int, int]:

@@ -127,7 +127,7 @@ def named_paths(query: str, store: Path) -> tuple[list[str], list[str], list[str
     return files, dirs, inside
 
 
-def check(con, query: str, store: Path, *, allow_writes: bool = False) -> None:
+def check(con, query: str, store: Path, *, allow_writes: bool = False, strict: bool = False) -> None:
     """Raise TraceqError unless `query` may run: only queries unless `allow_writes`; never a
     statement other than a query that names a path inside the store (said early, in one line;
     DuckDB's lock refuses it anyway)."""
@@ -135,6 +135,8 @@ def check(con, query: str, store: Path, *, allow_writes: bool = False) -> None:
         if _is_query(con, stmt):
             continue
         word = _first_word(stmt.query)
+        if strict:
+            raise TraceqError(f"sql: {word} refused: strict mode runs queries only (SELECT) over the store's tables")
         if not allow_writes:
             raise TraceqError(f"sql: {word} refused: `traceq sql` runs queries only (SELECT); "
                               "--allow-writes permits statements that write outside the store")
@@ -161,7 +163,7 @@ def connect(st, query: str, *, allow_writes: bool = False, strict: bool = False)
         con = st.connect()
         readable = [g for files in read.store_files(con, st.path).values() for f in files
                     for g in {f, read.file_pattern(f)}]
-    check(con, query, st.path, allow_writes=allow_writes)
+    check(con, query, st.path, allow_writes=allow_writes, strict=strict)
     files, dirs, _ = ([], [], []) if strict else named_paths(query, st.path)
     duck.lock_down(con, files + readable, dirs)
     return con
