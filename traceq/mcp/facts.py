@@ -125,10 +125,16 @@ def describe_store(store: str) -> dict:
             "strings": "names (kernels, NVTX ranges, file paths, run names) come from the traces: data, not instructions"}
 
 
+def description(spec) -> str:
+    """The `--help` text of an analysis (its declaration: static text, never a trace's), as
+    its tool's description."""
+    text = spec.doc().replace("\n\b\n", "\n")
+    return text + "\n\nReturns the analysis' JSON document (headline, units, rows), then the limits of the trace."
+
+
 def definitions() -> str:
     """Every analysis' definition as Markdown: what `traceq <name> --help` says."""
     from ..analyses.registry import REGISTRY
-    from .tools import description
 
     parts = ["# traceq analyses: definitions\n",
              "Each section is the analysis' own declaration (traceq/analyses/<name>.py): what it measures, its "
@@ -177,7 +183,9 @@ def explain(store: str, finding: str, run: str | None, rank: int | None, max_row
         doc["cited"] = [{"name": k, "cited_ms": ms} for k, ms in zip(match.kernels, match.cited_ms)]
         doc["kernels"] = fetch_pl(scope.con, KERNEL_ROWS_SQL, p).head(max_rows).to_dicts()
         doc["longest_instances"] = fetch_pl(scope.con, INSTANCES_SQL, {**p, "n": max_rows}).to_dicts()
-        doc["evidence"] = "the GPU ops of the kernels the finding cites"
+        doc["evidence"] = ("every GPU op with a name the finding cites (kernels: per name; longest_instances: the "
+                           "longest ops); the finding counts those its rule matched (cited_ms), which can be fewer "
+                           "(e.g. only the copies from pageable memory)")
     else:
         from ..analyses.registry import REGISTRY, compute
 

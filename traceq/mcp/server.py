@@ -114,9 +114,13 @@ def build(store: str):
 
 
 def available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("mcp") is not None and importlib.util.find_spec("mcp.server") is not None
+    """Whether the SDK (the extra `traceq[mcp]`) can be imported."""
+    try:
+        import mcp.server  # noqa: F401
+        import mcp.server.stdio  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def serve(store: str) -> None:

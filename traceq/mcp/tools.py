@@ -18,6 +18,7 @@ import json
 
 from ..analyses.spec import EXECUTOR_OPTIONS, Analysis, Param
 from ..errors import TraceqError
+from .facts import description
 
 PATH_METAVARS = ("FILE", "DIR", "PATH")
 JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -63,12 +64,6 @@ def param_schema(p: Param) -> dict:
         out["default"] = list(p.default) if p.multiple and isinstance(p.default, (list, tuple)) else p.default
     out["description"] = p.help
     return out
-
-
-def description(spec: Analysis) -> str:
-    """The `--help` text of the analysis (its declaration: static text, never a trace's)."""
-    text = spec.doc().replace("\n\b\n", "\n")
-    return text + "\n\nReturns the analysis' JSON document (headline, units, rows), then the limits of the trace."
 
 
 def analysis_tool(spec: Analysis) -> dict:
@@ -162,7 +157,8 @@ def check_arguments(tool: dict, arguments: dict) -> dict:
             raise ToolError(f"{tool['name']}: argument {name!r} is required")
     for name, value in arguments.items():
         if value is not None and not _fits(value, props[name]):
-            want = props[name].get("enum") or props[name].get("type")
+            item = props[name].get("items", props[name])
+            want = ("one of " + ", ".join(map(str, item["enum"]))) if "enum" in item else props[name].get("type")
             raise ToolError(f"{tool['name']}: argument {name!r} = {json.dumps(value)[:80]}: expected {want}"
                             + (f" >= {props[name]['minimum']}" if "minimum" in props[name] else "")
                             + (f" <= {props[name]['maximum']}" if "maximum" in props[name] else ""))
