@@ -190,9 +190,17 @@ def explain(store: str, finding: str, run: str | None, rank: int | None, max_row
         from ..analyses.registry import REGISTRY, compute
 
         res = compute(REGISTRY["stalls"], store, scope.run, rank, table="gaps")
+        import polars as pl
+
         gaps = res.df.sort("gap_ns", descending=True) if "gap_ns" in res.df.columns else res.df
+        mine = gaps.filter(pl.col("cause") == match.category) if "cause" in gaps.columns else gaps.head(0)
+        if mine.height:
+            gaps = mine
+            doc["evidence"] = (f"the scope's GPU idle gaps whose main cause is {match.category}, longest first, "
+                               "each split by cause (the *_ns columns)")
+        else:
+            doc["evidence"] = ("the scope's GPU idle gaps, longest first, each split by cause (the *_ns columns); "
+                               "the finding's time is the part of them its category names")
         doc["gaps"] = gaps.head(max_rows).to_dicts()
         doc["gap_count"] = gaps.height
-        doc["evidence"] = ("the scope's GPU idle gaps, longest first, each split by cause (the *_ns columns); the "
-                           "finding's time is the part of them its category names")
     return json.loads(json.dumps(doc, default=str))

@@ -192,8 +192,10 @@ def _call(store: str, name: str, args: dict) -> list[str]:
     if name == "list_runs":
         from ..engine.catalog import runs
 
-        df = runs(store)
-        return [_dump(df.to_dicts()), _dump({"limits": facts.limits(store)})]
+        rows = runs(store).to_dicts()
+        for r in rows:   # an object, as `traceq runs -f json` prints it
+            r["labels"] = json.loads(r["labels"]) if r.get("labels") else {}
+        return [_dump(rows), _dump({"limits": facts.limits(store)})]
     if name == "describe_store":
         return [_dump(facts.describe_store(store))]
     if name == "sql":
