@@ -62,15 +62,30 @@ def _notes(row: dict) -> list[str]:
     return out
 
 
+_LIMITS: dict = {}   # (store, manifest mtime and size) -> {run: notes}: computed once per store state
+
+
 def limits(store: str, runs: list[str] | None = None) -> dict[str, list[str]]:
-    """{run: [what its traces do not show, ...]} for `runs` (default: every run of the store)."""
+    """{run: [what its traces do not show, ...]} for `runs` (default: every run of the store).
+    Computed once while the manifest is unchanged (a scan of host_ops' shapes column)."""
     from ..store import Store, fetch_pl
+    from ..store.layout import MANIFEST
 
     st = Store(store)
     if not st.exists():
         return {}
-    rows = fetch_pl(st.connect(), LIMITS_SQL).to_dicts()
-    return {r["run"]: _notes(r) for r in rows if runs is None or r["run"] in runs}
+    try:
+        stat = (st.path / MANIFEST).stat()
+        key = (str(st.path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = None
+    every = _LIMITS.get(key) if key else None
+    if every is None:
+        every = {r["run"]: _notes(r) for r in fetch_pl(st.connect(), LIMITS_SQL).to_dicts()}
+        if key:
+            _LIMITS.clear()
+            _LIMITS[key] = every
+    return {run: notes for run, notes in every.items() if runs is None or run in runs}
 
 
 # ---------------------------------------------------------------- the store's schema
