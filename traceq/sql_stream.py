@@ -75,9 +75,10 @@ def _whole_numbers(df):
     return df.with_columns(fix) if fix else df
 
 
-def _dumps(rows: list[dict]) -> list[str]:
-    """Each row as `json.dumps(rows, indent=1)` prints it inside its list."""
-    return [" " + json.dumps(r, default=str, indent=1).replace("\n", "\n ") for r in rows]
+def _dumps(rows: list[dict]) -> str:
+    """`rows` as `json.dumps(rows, indent=1)` prints them inside its list (no brackets): one
+    encoder call per batch."""
+    return json.dumps(rows, default=str, indent=1)[2:-2]
 
 
 class _Writer:
@@ -92,7 +93,7 @@ class _Writer:
             if self.rows == 0 or df.height:
                 self.out.write(df.write_csv(include_header=self.rows == 0))
         elif df.height:
-            self.out.write(("[\n" if self.rows == 0 else ",\n") + ",\n".join(_dumps(df.to_dicts())))
+            self.out.write(("[\n" if self.rows == 0 else ",\n") + _dumps(df.to_dicts()))
         self.rows += df.height
 
     def close(self) -> None:
