@@ -170,3 +170,42 @@ def test_capped_stops_an_endless_query_at_the_time_limit(store):
     query = "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t) SELECT count(*) FROM t"
     with pytest.raises(TraceqError, match="time limit"):
         sql_stream.capped(connect(Store(store), query, strict=True), query, max_rows=10, max_bytes=1000, seconds=1)
+
+
+# ---------------------------------------------------------------- strict: a generated class (issue 51: fuzz classes)
+READERS = ["SELECT * FROM read_csv({p})", "SELECT * FROM read_text({p})", "SELECT * FROM read_blob({p})",
+           "SELECT * FROM read_json_auto({p})", "SELECT * FROM read_parquet({p})", "SELECT * FROM glob({p})",
+           "SELECT * FROM {p}", "FROM {p}", "SELECT * FROM sniff_csv({p})", "DESCRIBE SELECT * FROM read_csv({p})",
+           "SUMMARIZE SELECT * FROM read_text({p})", "SELECT count(*) FROM read_csv({p}, header = false)",
+           "WITH t AS (SELECT * FROM read_text({p})) SELECT content FROM t"]
+
+
+def _spellings(secret):
+    d, name = str(secret.parent), secret.name
+    return [str(secret), "file://" + str(secret), d + "/*", d + "/**/" + name, d + "/./" + name,
+            d + "/../" + secret.parent.name + "/" + name, d + "/" + name[:-1] + "?", "/proc/self/environ", "/etc/passwd"]
+
+
+def test_strict_never_returns_a_file_outside_the_store(store, tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("token\nSECRET-TOKEN-7f3a\n")
+    quotes = [lambda p: "'" + p.replace("'", "''") + "'", lambda p: "$$" + p + "$$",
+              lambda p: "'" + p[:3] + "' || '" + p[3:] + "'"]
+
+    @hypothesis.settings(max_examples=60, deadline=None, database=None)
+    @hypothesis.given(st.sampled_from(READERS), st.sampled_from(_spellings(secret)), st.sampled_from(quotes))
+    def prop(reader, path, quote):
+        query = reader.format(p=quote(path))
+        try:
+            got = sql_stream.capped(connect(Store(store), query, strict=True), query, max_rows=50, max_bytes=1 << 16,
+                                    seconds=10)
+        except TraceqError as exc:
+            assert "\n" not in str(exc) and "SECRET" not in str(exc)
+            return
+        text = json.dumps(got)
+        assert "SECRET" not in text and "root:" not in text and "PATH=" not in text, query
+
+    prop()
