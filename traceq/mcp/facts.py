@@ -131,7 +131,7 @@ def describe_store(store: str) -> dict:
             cols = fetch_pl(con, f"DESCRIBE {t}").to_dicts()
         except Exception:   # noqa: BLE001 - a view the store does not have
             continue
-        mine = {**meanings.get("gpu_ops" if t == "gpu_ops" else t, {})}
+        mine = meanings.get(t, {})
         tables[t] = {"rows": counts.get(t), "columns": [
             {"name": c["column_name"], "type": c["column_type"], "unit": unit_of(c["column_name"]),
              "meaning": mine.get(c["column_name"])} for c in cols]}
