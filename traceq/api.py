@@ -153,8 +153,9 @@ def runs(store=None):
     return open_store(store).runs()
 
 
-def sql(query: str, store=None, *, allow_writes: bool = False):
-    """DuckDB SQL over the store's views (`traceq sql`); queries only unless `allow_writes`."""
+def sql(query: str, store=None, *, allow_writes: bool = False, strict: bool = False):
+    """DuckDB SQL over the store's views (`traceq sql`); queries only unless `allow_writes`;
+    `strict`: the store's tables only, no file a statement names (`traceq sql --strict`)."""
     from .engine.catalog import sql as run_sql
 
-    return run_sql(query, open_store(store).store, allow_writes=allow_writes)
+    return run_sql(query, open_store(store).store, allow_writes=allow_writes, strict=strict)

@@ -269,18 +269,43 @@ def sql(
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also run statements that write (COPY … TO, EXPORT DATABASE, ATTACH, CREATE): only to the paths the statement names in '…' or $$…$$ outside the store. SET, INSTALL, LOAD and network access stay refused.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Read the store's tables and nothing else, whatever the statement names: no file outside the store (read_csv('/etc/passwd') is refused), no ATTACH, COPY or extension. What `traceq mcp` runs.")] = False,
 ) -> None:
     """Run SQL queries (DuckDB dialect) over the store's views. Read-only: statements other
     than queries are refused unless --allow-writes. DuckDB's file access is locked to the
     paths the statement names in string literals outside the store (a glob: the folder above
-    it, or the files it matches outside the store), in every mode: the store can never be
-    written.
+    it, or the files it matches outside the store), in every mode, or with --strict to the
+    store's own files: the store can never be written.
+
+    Results stream: -o FILE is written in Arrow batches (bounded memory, any size) and
+    appears only when complete; a table shows the first 200 rows and says when there are
+    more. Nested values go to CSV as JSON text, blobs as hex (docs/sql.md).
 
     Example: traceq sql "SELECT category, sum(end_ns - start_ns)/1e6 AS ms FROM gpu_ops GROUP BY 1 ORDER BY 2 DESC"
     """
-    from .engine.catalog import sql as run_sql
+    from .sql_stream import run_query
 
-    _emit_to(run_sql(query, store, allow_writes=allow_writes), fmt, output)
+    run_query(query, store, fmt, output, allow_writes=allow_writes, strict=strict)
+
+
+# ---------------------------------------------------------------- mcp
+@app.command()
+def mcp(store: StoreOpt = None) -> None:
+    """Serve the store to an AI assistant over the Model Context Protocol (stdio): one tool per
+    analysis (its parameters as --help declares them), list_runs, describe_store, a strict and
+    capped sql, explain (a finding's evidence rows); the store's schema and the definitions as
+    resources; a "diagnose this run" prompt. Read-only: no tool writes, no query reads a file
+    outside the store. Needs the extra: pip install 'traceq[mcp]' (docs/mcp.md has the client
+    configuration).
+
+    Example (Claude Desktop, VS Code, Cursor: the command to start): traceq mcp --store /data/traces/.traceq
+    """
+    from .mcp.server import INSTALL_HINT, available, serve
+    from .store.layout import resolve_store_path
+
+    if not available():
+        fail(INSTALL_HINT)
+    serve(str(resolve_store_path(store).resolve()))
 
 
 # ---------------------------------------------------------------- report
@@ -412,7 +437,7 @@ def rm(
 # not named here keep their place after the named ones, before the store's tools.
 HELP_ORDER = ("ingest", "runs", "diagnose", "summary", "hotspots", "stalls", "breakdown", "overlap",
               "critical-path", "diff", "compare", "ranks", "model", "check", "report")
-HELP_LAST = ("sql", "doctor", "rm", "export")
+HELP_LAST = ("sql", "mcp", "doctor", "rm", "export")
 
 
 def _help_rank(cmd) -> tuple[int, int]:

@@ -18,6 +18,11 @@ DESCRIBE, SHOW, SUMMARIZE, PIVOT, UNPIVOT are queries to DuckDB) or an EXPLAIN o
 anything else is refused with one line naming it. `allow_writes=True` runs any statement
 within the lock: COPY ... TO, EXPORT DATABASE, ATTACH (and writing into the attached file),
 CREATE of in-memory tables, under the named paths outside the store only.
+
+`strict=True` (`traceq sql --strict`, and every query of `traceq mcp`): queries only, and
+DuckDB reads the store's files and nothing else, whatever the statement names: no path
+literal opens a file (`read_csv('/etc/passwd')`, `read_text('/proc/self/environ')`, `glob('/*')`,
+ATTACH, COPY fail with DuckDB's permission error), no extension loads, no setting changes.
 """
 from __future__ import annotations
 
@@ -122,7 +127,7 @@ def named_paths(query: str, store: Path) -> tuple[list[str], list[str], list[str
     return files, dirs, inside
 
 
-def check(con, query: str, store: Path, *, allow_writes: bool = False) -> None:
+def check(con, query: str, store: Path, *, allow_writes: bool = False, strict: bool = False) -> None:
     """Raise TraceqError unless `query` may run: only queries unless `allow_writes`; never a
     statement other than a query that names a path inside the store (said early, in one line;
     DuckDB's lock refuses it anyway)."""
@@ -130,6 +135,8 @@ def check(con, query: str, store: Path, *, allow_writes: bool = False) -> None:
         if _is_query(con, stmt):
             continue
         word = _first_word(stmt.query)
+        if strict:
+            raise TraceqError(f"sql: {word} refused: strict mode runs queries only (SELECT) over the store's tables")
         if not allow_writes:
             raise TraceqError(f"sql: {word} refused: `traceq sql` runs queries only (SELECT); "
                               "--allow-writes permits statements that write outside the store")
@@ -139,12 +146,15 @@ def check(con, query: str, store: Path, *, allow_writes: bool = False) -> None:
                               "only `traceq ingest` writes there")
 
 
-def connect(st, query: str, *, allow_writes: bool = False):
+def connect(st, query: str, *, allow_writes: bool = False, strict: bool = False):
     """The connection `traceq sql` runs `query` on, for store `st` (a traceq.store.Store):
     the store's views over Arrow datasets, then `check`, then file access locked to the paths
-    the query names outside the store (module docstring)."""
+    the query names outside the store, or with `strict` to the store's files alone (module
+    docstring)."""
     from .store import duck, read
 
+    if strict and allow_writes:
+        raise TraceqError("sql: --strict reads the store's tables only; it cannot be combined with --allow-writes")
     if allow_writes:   # DuckDB must not be able to open a store file: a COPY could overwrite it
         con = duck.connect()
         read.arrow_views(con, st.path)
@@ -153,7 +163,7 @@ def connect(st, query: str, *, allow_writes: bool = False):
         con = st.connect()
         readable = [g for files in read.store_files(con, st.path).values() for f in files
                     for g in {f, read.file_pattern(f)}]
-    check(con, query, st.path, allow_writes=allow_writes)
-    files, dirs, _ = named_paths(query, st.path)
+    check(con, query, st.path, allow_writes=allow_writes, strict=strict)
+    files, dirs, _ = ([], [], []) if strict else named_paths(query, st.path)
     duck.lock_down(con, files + readable, dirs)
     return con

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..lazy import polars as pl
 
-from ..errors import TraceqError
 from ..store import Store, fetch_pl
 
 RUNS_SQL = """
@@ -32,18 +31,19 @@ def runs(store=None) -> pl.DataFrame:
     return fetch_pl(st.connect(), RUNS_SQL)
 
 
-def sql(query: str, store=None, *, allow_writes: bool = False) -> pl.DataFrame:
+def sql(query: str, store=None, *, allow_writes: bool = False, strict: bool = False) -> pl.DataFrame:
     """Run DuckDB SQL over the store's views. Queries only, unless `allow_writes` (then any
-    statement, with file access only to the paths it names outside the store); see
-    `traceq.sql_guard`."""
+    statement, with file access only to the paths it names outside the store); `strict`:
+    the store's tables only, whatever the statement names; see `traceq.sql_guard`. The whole
+    result is in memory: `traceq sql` streams it instead (traceq.sql_stream)."""
     import duckdb
 
     from ..sql_guard import connect
+    from ..sql_stream import sql_error
 
     st = store if isinstance(store, Store) else Store(store)
-    con = connect(st, query, allow_writes=allow_writes)
+    con = connect(st, query, allow_writes=allow_writes, strict=strict)
     try:
         return fetch_pl(con, query)
     except duckdb.Error as exc:
-        msg = str(exc).strip().splitlines()[0]
-        raise TraceqError(f"sql: {msg}") from None
+        raise sql_error(exc, strict) from None
