@@ -30,6 +30,7 @@ CASES = {
     "overview": ([], {"run": "slow_dataloader"}),
     "operators": ([], {"run": "slow_dataloader"}),
     "critical_path": ([], {"run": "slow_dataloader"}),
+    "steps": ([], {"run": "nsys_sample"}),
 }
 # Analyses that need data the samples do not have (a parameter sweep, a targets file); their CLI,
 # JSON and exit codes are covered by tests/test_experiments.py.
