@@ -24,9 +24,10 @@ from traceq.ingest import ingest
 LINED = ("hotspots", "summary", "overlap", "breakdown", "stalls")
 CONVERSION_US, HOST_US, STEP_US = 100, 8_000, 10_000
 # the GPU idles from the conversion's end (530 + CONVERSION_US) to the next convolution
-# (STEP_US + 20); the host was late all along: 10 µs of it in the launch call, the rest
-# computing (HOST_US) or running what the trace does not record: host_bound's evidence
-LATE_US = STEP_US + 20 - (530 + CONVERSION_US) - 10
+# (STEP_US + 20); the host was late until the launch call returned (STEP_US + 10): 10 µs of
+# it in the launch call, the rest computing (HOST_US) or running what the trace does not
+# record: host_bound's evidence. The last 10 µs the kernel was queued (the time ledger).
+LATE_US = STEP_US + 20 - (530 + CONVERSION_US) - 10 - 10
 
 
 def _host_bound_cnn(steps: int = 2) -> Trace:
@@ -79,7 +80,7 @@ def test_a_stall_finding_heads_where_no_kernel_finding_exists(tmp_path):
     ingest([t.write(tmp_path / "t.pt.trace.json.gz")], store=store, jobs=1)
     assert findings(open_scope(store)) == []
     first = diagnose(store).row(0, named=True)["findings"][0]
-    late_us = STEP_US + 20 - 520 - 10      # no conversion: the gap starts at the convolution's end
+    late_us = STEP_US + 20 - 520 - 10 - 10   # no conversion: the gap starts at the convolution's end
     assert first["id"] == "host_bound" and first["est_gain_ms_per_step"] == pytest.approx(late_us / 1000)
     for name in LINED:
         assert _first_line(compute(REGISTRY[name], store)).startswith(

@@ -153,7 +153,7 @@ def test_help_lists_commands_in_the_order_a_newcomer_meets_them():
     out = _run("--help")
     listed = [line.split()[0] for line in out.split("Commands")[1].splitlines()[1:] if line.startswith("  ")]
     assert listed[:4] == ["ingest", "runs", "diagnose", "summary"]
-    assert listed[-4:] == ["sql", "doctor", "rm", "export"]
+    assert listed[-5:] == ["sql", "mcp", "doctor", "rm", "export"]
 
 
 def test_html_hotspots_show_the_terminal_label_with_the_full_name_as_tooltip(tmp_path):

@@ -3,7 +3,7 @@
 Not a timing test (benchmarks/bench_startup.py times them): these pin the lazy imports that
 the start-up budget rests on. `import traceq.cli` and `traceq --help` load no data library;
 an analysis command loads DuckDB and polars but not pyarrow, numpy (except where it computes
-the stall attribution, whose sweep is numpy), pydantic (typer's option coercion), plotly or jinja2, nor ingest's rule table or a process pool, and its JSON output
+the stall attribution or the time ledger, whose sweeps are numpy), pydantic (typer's option coercion), plotly or jinja2, nor ingest's rule table or a process pool, and its JSON output
 not rich; and the outputs of the
 pyarrow-free path equal those of the pyarrow path (the Python API's).
 """
@@ -98,10 +98,11 @@ def test_analysis_json_loads_duckdb_and_polars_only(tmp_path, store, command):
     json.loads(r.stdout)
     assert {"duckdb", "polars"} <= mods
     unwanted = {"pyarrow", "numpy", "pydantic", "plotly", "jinja2", "rich"}
-    if command[0] in ("hotspots", "stalls"):
-        # these compute the stall attribution (the "Fix first" line, or the analysis itself): its
-        # precedence sweep is numpy (traceq/engine/level_sweep.py, issue 35; ~0.1 s to import,
-        # where the SQL window it replaced took seconds on a run of many ranks)
+    if command[0] in ("hotspots", "stalls", "summary"):
+        # these compute the stall attribution or the time ledger (the "Fix first" line, or the
+        # analysis itself): their sweeps are numpy (traceq/engine/level_sweep.py, issue 35, and
+        # traceq/engine/ledger_sweep.py, issue 46; ~0.1 s to import, where the SQL window they
+        # replace took seconds on a run of many ranks)
         unwanted.discard("numpy")
     assert not mods & unwanted, sorted(mods & unwanted)
 

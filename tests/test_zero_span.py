@@ -1,5 +1,7 @@
-"""A share of a zero-length GPU span is undefined (issue 31, item 12): a capture whose only GPU
-op lasts 0 ns, or (hta window) one sub-µs-wide op that HTA's µs rounding empties, has span 0.
+"""A share of a zero-length GPU span is undefined (issue 31, item 12): (hta window) a capture whose
+only GPU op lasts 0 ns, or one sub-µs-wide op that HTA's µs rounding empties, has span 0.
+The default window is the time ledger's step window (issue 46): the step, or the whole capture
+when there are no steps, so the same captures there have a span and an idle share.
 Its idle/compute/non-compute shares are null in JSON and "–" in tables and headlines, never 0
 or 100 %; the same for hotspots' share of a zero total and overlap's shares without
 communication. Expected values are derived from the events each test writes."""
@@ -47,23 +49,29 @@ def zero_op(tmp_path_factory) -> Path:
 
 
 def test_zero_duration_op_gives_a_zero_span_with_undefined_shares(zero_op):
-    row = summary(zero_op).row(0, named=True)
+    row = summary(zero_op, window="hta").row(0, named=True)
     assert (row["ops"], row["span_ns"], row["busy_ns"], row["idle_ns"], row["compute_ns"]) == (1, 0, 0, 0, 0)
     assert [row[c] for c in PCTS] == [None, None, None]
+    # the ledger's window is the step [0, 1000) µs: all of it idle, the 0 ns kernel busy for none
+    row = summary(zero_op).row(0, named=True)
+    assert (row["ops"], row["span_ns"], row["busy_ns"], row["idle_ns"], row["compute_ns"]) == (1, 10**6, 0, 10**6, 0)
+    assert [row[c] for c in PCTS] == [100.0, 0.0, 0.0]
 
 
 def test_cli_prints_undefined_shares_not_0_or_100(zero_op):
-    out = cli("summary", "--store", zero_op)
+    out = cli("summary", "--store", zero_op, "--window", "hta")
     head = first_line(out)
-    assert head == ("run t rank 0: GPU idle – of 0.0 µs; compute –, non-compute – "
+    assert head == ("run t rank 0 [HTA window]: GPU idle – of 0.0 µs; compute –, non-compute – "
                     "(zero-length GPU span: no share of it is defined)")
     row = [ln for ln in out.splitlines() if ln.strip().startswith("0 ")][0].split()
     assert row[-3:] == [UNDEFINED] * 3 and "100" not in out
-    doc = json.loads(cli("summary", "--store", zero_op, "--format", "json"))
+    doc = json.loads(cli("summary", "--store", zero_op, "--window", "hta", "--format", "json"))
     assert list(doc["rows"][0]) == ["run", "rank", "ops", "span_ns", "busy_ns", "idle_ns", "compute_ns",
                                     "non_compute_ns", *PCTS]
     assert [doc["rows"][0][c] for c in PCTS] == [None, None, None]
-    assert cli("summary", "--store", zero_op, "--format", "csv").splitlines()[1].endswith(",,,")
+    assert cli("summary", "--store", zero_op, "--window", "hta", "--format", "csv").splitlines()[1].endswith(",,,")
+    assert first_line(cli("summary", "--store", zero_op)) == (
+        "run t rank 0: GPU idle 100.0 % of 1.0 ms; compute 0.0 %, non-compute 0.0 %")
 
 
 def test_hotspots_share_of_a_zero_total_is_undefined(zero_op):
@@ -86,8 +94,10 @@ def test_hta_window_rounding_a_short_op_to_nothing_does_not_crash(tmp_path):
     t = Trace()
     t.launch("Memset (Device)", 100, 10, 200.2, 1.5, api="cudaMemsetAsync", cat="gpu_memset")
     ingest([t.write(tmp_path / "t.pt.trace.json.gz")], store=tmp_path / "s", jobs=1)
+    # the ledger's window is the capture: the launch call's start (100 µs) to the memset's end
     row = summary(tmp_path / "s").row(0, named=True)
-    assert (row["span_ns"], row["compute_pct"], row["non_compute_pct"], row["idle_pct"]) == (1500, 0.0, 100.0, 0.0)
+    assert (row["span_ns"], row["non_compute_ns"], row["idle_ns"]) == (101_700, 1500, 100_200)
+    assert row["compute_pct"] == 0.0 and row["non_compute_pct"] == pytest.approx(100 * 1500 / 101_700)
     row = summary(tmp_path / "s", window="hta").row(0, named=True)
     assert (row["ops"], row["span_ns"]) == (1, 0) and [row[c] for c in PCTS] == [None, None, None]
     out = cli("summary", "--store", tmp_path / "s", "--window", "hta")
@@ -120,11 +130,14 @@ def test_real_capture_whose_only_gpu_op_is_one_memset(tmp_path):
     path = shared_trace("nsys/WeatherBench2/report1.sqlite")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     (start, end), = con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchall()
+    # the capture the ledger's window spans: the CUDA API calls and the memset (no NVTX ranges)
+    (lo, hi), = con.execute("SELECT min(s), max(e) FROM (SELECT start s, end e FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                            "UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)").fetchall()
     con.close()
     assert -(-start // 1000) == end // 1000, "fixture: the memset rounds to nothing in µs"
     ingest([path], store=tmp_path / "s", run="weatherbench2")
     row = summary(tmp_path / "s", window="all").row(0, named=True)
-    assert (row["span_ns"], row["compute_pct"], row["non_compute_pct"]) == (end - start, 0.0, 100.0)
+    assert (row["span_ns"], row["non_compute_ns"], row["compute_pct"]) == (hi - lo, end - start, 0.0)
     out = cli("summary", "--store", tmp_path / "s", "--window", "hta")
     assert first_line(out) == ("run weatherbench2 rank 0 [HTA window]: GPU idle – of 0.0 µs; compute –, "
                                "non-compute – (zero-length GPU span: no share of it is defined)")

@@ -14,11 +14,15 @@ from ..queries import install_macros, load as load_sql
 # long step passes it with a cost nobody would chase, and a trace without steps counts the
 # whole capture as one step.)
 FLOOR_PCT = 1.0
+# ... and a finding worth under FLOOR_NS in all is no finding on any trace (the 10 µs under
+# which diagnose says the GPU ran nothing to judge): "up to 0.00 ms" is not advice.
+FLOOR_NS = 10_000
 
 
 def floor_words(stepped: bool = True) -> str:
     """The floor in words, for "no finding above the floor (...)"."""
-    return f"{FLOOR_PCT:g} % of GPU time, or of the GPU span for idle and exposed communication time"
+    return (f"{FLOOR_PCT:g} % of GPU time, or of the step windows for idle and exposed communication time, and "
+            f"{FLOOR_NS // 1000} µs")
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Finding:
         base = self.base_ns or ev.gpu_ns
         if not base:      # a CPU-only data wait: its own share of step time decided it
             return False
-        return 100.0 * self.gpu_ms * 1e6 / base < FLOOR_PCT
+        return self.gpu_ms * 1e6 < FLOOR_NS or 100.0 * self.gpu_ms * 1e6 / base < FLOOR_PCT
 
     def as_dict(self) -> dict:
         return {"id": self.id, "category": self.category, "evidence": self.evidence,

@@ -61,14 +61,14 @@ def summary_scoped(scope: Scope, window: str = "all") -> pl.DataFrame:
         from ..engine.ledger import ledger
 
         led = ledger(scope).per_rank()
-        if led.height:
-            span = pl.col("span_ns")
-            df = (df.select("rank", "ops").join(led.select(
-                      pl.col("rank").cast(df["rank"].dtype), pl.col("window_ns").alias("span_ns"), "busy_ns", "idle_ns",
-                      pl.col("compute_ns"), (pl.col("communication_ns") + pl.col("copy_ns")).alias("non_compute_ns")),
-                      on="rank", how="inner")
-                  .with_columns(*[pl.when(span > 0).then(100.0 * pl.col(f"{c}_ns") / span).alias(f"{c}_pct")
-                                  for c in ("idle", "compute", "non_compute")]))
+        span = pl.col("span_ns")
+        df = (df.select("rank", "ops").join(led.select(
+                  pl.col("rank").cast(df["rank"].dtype), pl.col("window_ns").alias("span_ns"), "busy_ns", "idle_ns",
+                  pl.col("compute_ns"), (pl.col("communication_ns") + pl.col("copy_ns")).alias("non_compute_ns")),
+                  on="rank", how="left")
+              .with_columns(pl.col("span_ns", "busy_ns", "idle_ns", "compute_ns", "non_compute_ns").fill_null(0))
+              .with_columns(*[pl.when(span > 0).then(100.0 * pl.col(f"{c}_ns") / span).alias(f"{c}_pct")
+                              for c in ("idle", "compute", "non_compute")]))
     return df.select(list(schema())).cast(schema())
 
 

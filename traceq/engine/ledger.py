@@ -148,8 +148,9 @@ def ledger_part(scope, data_pattern: str | None = None) -> pl.DataFrame:
     if not devs.height:
         return empty_steps()
     ops = fetch_pl(con, "SELECT rank, device, start_ns, end_ns, cls AS kind FROM lg_ops")
-    queued = fetch_pl(con, "SELECT rank, device, start_ns, end_ns, CASE WHEN queued THEN 12 ELSE 13 END AS kind "
-                           "FROM lg_idle WHERE queued OR tail")
+    queued = fetch_pl(con, "SELECT rank, device, queued_ns AS start_ns, end_ns, 12 AS kind FROM lg_idle "
+                           "WHERE queued_ns IS NOT NULL UNION ALL "
+                           "SELECT rank, device, start_ns, end_ns, 13 FROM lg_idle WHERE tail")
     devs = devs.with_columns(pl.int_range(pl.len()).cast(pl.Int64).alias("gpu"))
     wins = (devs.join(windows, on="rank").sort("gpu", "lo_ns", "hi_ns", "step")
             .with_columns(pl.int_range(pl.len()).alias("win")))

@@ -14,10 +14,11 @@
 --             communication; communication hides copies).
 --   idle      the instants of a window where no GPU op runs (lg_idle), including the time
 --             before the window's first op and after its last. An idle interval is `queued`
---             when the op that ends it was already launched (its launch call had returned) when
---             it began: the GPU waited on something other than the host issuing work (the op
---             that ends it: the device's next op, also when the interval is cut by the end of
---             the last window). Idle after the device's last GPU op of the capture is a `tail`.
+--             from the instant the op that ends it was launched (its launch call returned; the
+--             interval's start when that was earlier) to its end: from then on the GPU waited on
+--             something other than the host issuing work (the op that ends it: the device's next
+--             op, also when the interval is cut by the end of the last window). Idle after the
+--             device's last GPU op of the capture is a `tail`.
 --   host activity overlapping idle, by label (the stall attribution's precedence, stalls_gaps.sql):
 --               4 data               DataLoader spans, timer IO, --data-pattern regions (stalls_data.sql)
 --               5 communication_wait the host in a collective or P2P call (is_communication_name)
@@ -93,12 +94,13 @@ WITH wd AS (
                       AND coalesce(category, '') <> 'sync' AND rank IN (SELECT rank FROM lg_devs)) o
       ON o.rank = g.key.rank AND o.device = g.key.device AND o.start_ns >= g.end_ns
 ), queued AS (
-    SELECT DISTINCT n.key, n.start_ns
+    SELECT n.key, n.start_ns, min(l.call_end_ns) AS launched_ns
     FROM next_op n
     JOIN scope_links l ON l.rank = n.key.rank AND l.device = n.key.device AND l.op_start_ns = n.op_start_ns
-    WHERE l.call_end_ns <= n.start_ns
+    GROUP BY n.key, n.start_ns
 )
-SELECT n.key.rank AS rank, n.key.device AS device, n.start_ns, n.end_ns, q.key IS NOT NULL AS queued,
+SELECT n.key.rank AS rank, n.key.device AS device, n.start_ns, n.end_ns,
+       CASE WHEN q.launched_ns < n.end_ns THEN greatest(n.start_ns, q.launched_ns) END AS queued_ns,
        n.op_start_ns IS NULL AS tail
 FROM next_op n LEFT JOIN queued q ON q.key = n.key AND q.start_ns = n.start_ns;
 
