@@ -100,7 +100,7 @@ def test_report_inlines_plotly_once_and_references_nothing_external(slow_html):
 
 def test_sample_report_has_the_cpu_only_sections(slow_html):
     secs = sections_of(slow_html)
-    assert secs == ["fix", "timeline", "overview", "gpu", "hotspots", "roofline", "operators", "regions", "critical_path",
+    assert secs == ["fix", "timeline", "overview", "gpu", "steps", "hotspots", "roofline", "operators", "regions", "critical_path",
                     "stalls", "overlap"]
     # "Fix first" heads the run: the CPU-only sample has no GPU work, and the DataLoader finding
     fix = slow_html[slow_html.index('data-section="fix"'):slow_html.index('data-section="timeline"')]

@@ -343,6 +343,51 @@ def test_a_slow_first_launch_is_warmup(tmp_path):
     assert "launch_overhead" not in _ids(row)
 
 
+
+def _slow_launches(kernels: list[str]) -> Trace:
+    """Three rounds 4,200 µs apart, no steps: a 3,000 µs launch call of kernels[k] (600 times
+    the 5 µs median launch) at 4,200·k, its kernel at +3,010 for 10 µs, then 10 launches of
+    5 µs of the same kernel (kernels of 10 µs every 100 µs from +3,110). The capture is
+    0-12,420 µs; its periods are tenths of it (1,242 µs), so the rounds fall in periods 0, 3
+    and 6."""
+    t = Trace()
+    for k, name in enumerate(kernels):
+        base = 4200 * k
+        t.launch(name, base, 3000, base + 3010, 10)
+        for i in range(10):
+            t.launch(name, base + 3100 + 100 * i, 5, base + 3110 + 100 * i, 10)
+    return t
+
+
+def test_slow_first_launches_of_many_kernels_are_warmup(tmp_path):
+    """The first launch of each of three kernels is slow (module loading), in periods 0, 3 and
+    6: each kernel's slow launch happens once, so all 3 x 3,000 µs are start-up (9,000 of
+    12,420 µs, 72.46 %), although slow launches as such recur through the capture."""
+    names = [f"void at::native::elementwise_kernel<128, {k}>(int)" for k in (2, 4, 8)]
+    row = _diagnosed(tmp_path, _slow_launches(names))
+    assert (row["bound"], row["bound_share_pct"]) == ("warmup", pytest.approx(100 * 9000 / 12420, abs=0.01))
+    assert "launch_overhead" not in _ids(row)
+
+
+def test_a_kernel_whose_launch_is_slow_every_round_is_launch(tmp_path):
+    """The same trace with one kernel name: its launch is slow in every round (periods 0, 3
+    and 6, into the second half): recurring, so launch time like its 30 fast launches of 5 µs
+    (9,150 of 12,420 µs, 73.67 %), not start-up."""
+    row = _diagnosed(tmp_path, _slow_launches(["void at::native::elementwise_kernel<128, 2>(int)"] * 3))
+    assert (row["bound"], row["bound_share_pct"]) == ("launch", pytest.approx(100 * 9150 / 12420, abs=0.01))
+    assert "warmup" not in _ids(row)
+
+
+def test_idle_findings_without_gpu_work_are_only_also_seen(tmp_path):
+    """A capture whose GPU runs one 2 µs kernel after 5,000 µs of framework ops: no GPU work to
+    judge (no_gpu), so the host time before it is no host_bound finding; it is seen (also_seen)."""
+    t = Trace()
+    t.cpu_op("aten::preprocess", 0, 5000)
+    t.launch("void at::native::elementwise_kernel<128, 2>(int)", 5000, 5, 5010, 2)
+    row = _diagnosed(tmp_path, t)
+    assert row["bound"] == "no_gpu"
+    assert "host_bound" not in _ids(row) and "host_bound" in {f["id"] for f in row["also_seen"]}
+
 @pytest.mark.shared
 def test_exposed_communication_equals_overlaps(tmp_path):
     """The verdict's exposed communication (queries/advice_busy.sql, one sweep per device)

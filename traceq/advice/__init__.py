@@ -16,13 +16,16 @@ run only when a `Stalls` result is passed in, with its `RunFacts` (run_facts.py:
 here when the result has none); the kernel-evidence rules (channels_last, zero_grad, fused
 optimizer, pinned memory, mixed precision, fuse elementwise) always run. A capture whose
 largest idle cost is start-up (the warmup finding ahead of launch_overhead) gets no
-launch_overhead or allocator_churn finding. The rules take the facts they are given (the scope, its evidence, the stall result):
+launch_overhead or allocator_churn finding; one whose GPU ran under MIN_GPU_WORK_NS in all (a
+capture of start-up) gets its idle findings other than warm-up and data waits as "also seen"
+only: with no GPU work there was nothing to feed. The findings of a cost the verdict takes out
+as off the critical path (traceq.advice.bound) are "also seen" too. The rules take the facts they are given (the scope, its evidence, the stall result):
 advice never imports the analyses; traceq.engine.findings runs them for a run.
 """
 from __future__ import annotations
 
-from .base import FLOOR_PCT, Evidence, Finding, Findings, evidence_for
-from .bound import FINDINGS_OF_BOUND, bound_for
+from .base import FLOOR_PCT, MIN_GPU_WORK_NS, Evidence, Finding, Findings, evidence_for
+from .bound import FINDINGS_OF_BOUND, bound_and_off
 
 # the time ledger's labels (traceq.engine.ledger) whose time each idle-time finding claims
 LEDGER_OF_FINDING = {
@@ -32,7 +35,7 @@ LEDGER_OF_FINDING = {
     "host_bound": ("host_compute_ns", "late_unattributed_ns"),
     "idle_in_range": ("late_unattributed_ns",),
 }
-from .rules import KERNEL_RULES, NOT_WITH_WARMUP, STALL_RULES
+from .rules import KERNEL_RULES, NOT_WITH_WARMUP, NOT_WITHOUT_GPU_WORK, STALL_RULES
 
 
 def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
@@ -58,9 +61,17 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
     if stalls is not None and getattr(stalls.facts, "ledger", None):
         out = on_ledger(out, stalls.facts.ledger)
     out = _without_startup_lookalikes(out)
+    if stalls is not None and (stalls.facts.busy_ns or 0) < MIN_GPU_WORK_NS:
+        for f in out:   # the GPU ran nothing to judge: nothing kept it from being fed
+            if f.id in NOT_WITHOUT_GPU_WORK:
+                f.also = True
     for f in out:
         f.stepped = ev.stepped
-    first = FINDINGS_OF_BOUND.get(bound_for(stalls.facts) if stalls is not None else None, ())
+    bound, off = bound_and_off(stalls.facts) if stalls is not None else (None, [])
+    for f in out:   # a cost off the critical path: removing it does not shorten the step
+        if any(f.id in FINDINGS_OF_BOUND.get(b, ()) for b in off):
+            f.also = True
+    first = FINDINGS_OF_BOUND.get(bound, ())
     ranked = sorted(out, key=lambda f: (f.id not in first, -f.est_gain_ms_per_step, f.id))
     return Findings([f for f in ranked if not f.below_floor(ev)], [f for f in ranked if f.below_floor(ev)])
 

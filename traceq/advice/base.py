@@ -17,6 +17,8 @@ FLOOR_PCT = 1.0
 # ... and a finding worth under FLOOR_NS in all is no finding on any trace (the 10 µs under
 # which diagnose says the GPU ran nothing to judge): "up to 0.00 ms" is not advice.
 FLOOR_NS = 10_000
+# less GPU work than this in the whole scope is no GPU work to judge (a capture of one memset)
+MIN_GPU_WORK_NS = FLOOR_NS
 
 
 def floor_words(stepped: bool = True) -> str:

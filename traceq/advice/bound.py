@@ -206,6 +206,11 @@ def bound_with_path(sh: dict[str, float], facts) -> tuple[str, list[str]]:
 
 def bound_for(facts) -> str | None:
     """The bound of a scope's RunFacts (its critical path weighed); None without GPU work (no_gpu)."""
+    return bound_and_off(facts)[0]
+
+
+def bound_and_off(facts) -> tuple[str | None, list[str]]:
+    """(`bound_for(facts)`, the avoidable costs the critical path takes out as off it)."""
     if facts is None or not facts.span_ns:
-        return None
-    return bound_with_path(shares(facts), facts)[0]
+        return None, []
+    return bound_with_path(shares(facts), facts)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from ..advice import evidence_for, findings
 from ..advice.base import floor_words
+from ..advice.base import MIN_GPU_WORK_NS   # under it in the whole scope: no GPU work to judge
 from ..advice.bound import AVOIDABLE, GPU_BOUND_AVOIDABLE_PCT, PATH_BOUNDS, PATH_GPU_BOUND_PCT, PATH_OFF_PCT, \
     bound_with_path, shares
 from ..advice.run_facts import run_facts
@@ -50,9 +51,6 @@ from ..engine.stall_attribution import DEFAULT_MIN_GAP_US
 from ..engine.truncation import cut_words, truncation
 from ..lazy import polars as pl
 from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result
-
-# less GPU work than this in the whole scope is no GPU work to judge (a capture of one memset)
-MIN_GPU_WORK_NS = 10_000
 
 
 
@@ -371,7 +369,8 @@ def _also_words(also: list[dict] | None) -> str:
     """The findings below the floor, in one line: seen, too small to fix first."""
     if not also:
         return ""
-    return ("also seen, not advised first (under the 1 % floor, or start-up that does not dominate): "
+    return ("also seen, not advised first (under the 1 % floor, start-up that does not dominate, off the critical "
+            "path, or idle with no GPU work to judge): "
             + ", ".join(f"{f['id']} ({f['gpu_ms']:,.2f} ms)" for f in also))
 
 

@@ -27,8 +27,11 @@
 --               8 memory_management  allocator calls (host_is_memory)
 --               9 warmup             one-off start-up work: context/module/library loading and
 --                                    JIT/compile calls (host_is_warmup, is_warmup_name regions),
---                                    slow first launches (>= $slow_launch_ns and
---                                    >= $slow_launch_factor x the rank's median launch call),
+--                                    slow launches (>= $slow_launch_ns and >= $slow_launch_factor
+--                                    x the rank's median launch call: a kernel's first launch loads
+--                                    its module, the first runtime call creates the context; their
+--                                    recurrence is that of the slow calls launching the same kernel
+--                                    name, or of the same API name for a call that launches none),
 --                                    allocator calls, and allocator calls of >= $slow_alloc_ns
 --                                    (an allocation that takes that long initialises a context or
 --                                    a library: cudaFree(0), cuDNN handles; their recurrence is
@@ -155,6 +158,15 @@ WITH launcher AS (
     ASOF JOIN (SELECT rank AS r, device AS dv, start_ns AS gs, end_ns AS ge FROM lg_idle) g
       ON g.r = c.rank AND g.dv = c.device AND c.end_ns > g.gs
     WHERE g.ge > c.start_ns
+), launched AS (   -- the kernel each slow launch call near idle launched
+    SELECT g.rank, g.pid, g.correlation, min(g.name) AS kname
+    FROM gpu_ops g
+    JOIN (SELECT DISTINCT rank, pid, correlation FROM near
+          WHERE kind IN ('runtime', 'driver') AND correlation IS NOT NULL
+            AND end_ns - start_ns >= $slow_launch_ns) s
+      ON s.rank = g.rank AND s.pid = g.pid AND s.correlation = g.correlation
+    WHERE g.run = $run
+    GROUP BY ALL
 )
 SELECT n.rank, n.device, n.start_ns, n.end_ns, n.name,
        coalesce(n.label, CASE
@@ -173,14 +185,16 @@ SELECT n.rank, n.device, n.start_ns, n.end_ns, n.name,
             WHEN n.warm_region OR host_is_warmup(n.kind, n.name) OR host_is_memory(n.kind, n.name) THEN n.name
             WHEN n.kind IN ('runtime', 'driver') AND n.correlation IS NOT NULL
                  AND n.end_ns - n.start_ns >= $slow_launch_ns
-                 AND n.end_ns - n.start_ns >= $slow_launch_factor * m.ns THEN '(slow launch)'
+                 AND n.end_ns - n.start_ns >= $slow_launch_factor * m.ns
+                 THEN coalesce('(slow launch) ' || k.kname, '(slow call) ' || n.name)
        END AS warm_key,
        n.kind
 FROM near n
 LEFT JOIN launcher l ON l.rank = n.rank AND l.pid = n.pid AND l.tid = n.tid
 LEFT JOIN pageable p ON p.rank = n.rank AND p.pid = n.pid AND p.correlation = n.correlation
                     AND n.kind IN ('runtime', 'driver')
-LEFT JOIN lg_launch_median m ON m.rank = n.rank;
+LEFT JOIN lg_launch_median m ON m.rank = n.rank
+LEFT JOIN launched k ON k.rank = n.rank AND k.pid = n.pid AND k.correlation = n.correlation;
 
 -- recurrence of each start-up candidate key: the periods its calls start in, over the rank's
 -- whole capture (all calls of that name; for slow launches, all slow launch calls)
@@ -196,11 +210,14 @@ WITH keys AS (
     FROM regions r JOIN keys k ON k.rank = r.rank AND k.warm_key = r.name
     WHERE r.run = $run AND coalesce(r.domain, '') <> 'gpu'
     UNION ALL
-    SELECT h.rank, '(slow launch)', h.start_ns
-    FROM host_ops h JOIN lg_launch_median m ON m.rank = h.rank
-    WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
-      AND h.end_ns - h.start_ns >= $slow_launch_ns AND h.end_ns - h.start_ns >= $slow_launch_factor * m.ns
-      AND (h.rank, '(slow launch)') IN (SELECT (rank, warm_key) FROM keys)
+    SELECT s.rank, coalesce('(slow launch) ' || min(g.name), '(slow call) ' || any_value(s.name)), any_value(s.start_ns)
+    FROM (SELECT h.rank, h.pid, h.correlation, h.start_ns, h.name
+          FROM host_ops h JOIN lg_launch_median m ON m.rank = h.rank
+          WHERE h.run = $run AND h.kind IN ('runtime', 'driver') AND h.correlation IS NOT NULL
+            AND h.end_ns - h.start_ns >= $slow_launch_ns AND h.end_ns - h.start_ns >= $slow_launch_factor * m.ns
+            AND h.rank IN (SELECT rank FROM keys WHERE warm_key LIKE '(slow launch) %' OR warm_key LIKE '(slow call) %')) s
+    LEFT JOIN gpu_ops g ON g.run = $run AND g.rank = s.rank AND g.pid = s.pid AND g.correlation = s.correlation
+    GROUP BY s.rank, s.pid, s.correlation
     UNION ALL
     SELECT h.rank, '(slow allocator call)', h.start_ns
     FROM host_ops h

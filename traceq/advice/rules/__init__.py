@@ -23,5 +23,8 @@ STALL_RULES = (allocator_churn, synchronization, launch_overhead, data_loading, 
                warmup, idle_in_range)
 # findings a capture dominated by start-up must not get: start-up looks like both
 NOT_WITH_WARMUP = ("launch_overhead", "allocator_churn")
+# idle findings a scope whose GPU ran no work to judge must not get: the GPU was not starved of it
+NOT_WITHOUT_GPU_WORK = ("host_bound", "launch_overhead", "remove_syncs", "allocator_churn", "idle_in_range",
+                        "exposed_communication")
 # the host calls (SQL conditions of stall_facts.host_calls) the stall rules cite
 HOST_CALLS = (MEMORY_CALLS, SYNC_CALLS)
