@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.scope import Scope
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param, top_param
+from .spec import Analysis, Block, Column, Out, Param, cols, top_param
 
 # the report's section draws the path of a run of up to this many host and GPU ops; the graph
 # costs ~400 bytes an op (24 M ops: over 20 GB: the report was killed for it)
@@ -331,4 +331,10 @@ ANALYSIS = Analysis(
     report="Critical path: what bounds each step",
     report_section=report_section,
     order=42,
+    tables=(("bounds", cols("rank: rank", "step: step number", "bound: what bounds this part of the path "
+                            "(cpu, data_loading, launch, gpu, gpu_gap, communication, sync, memcpy)",
+                            "ns: time of the path with that bound, ns", "pct: share of the step's path, %")),
+            ("ops", cols("rank: rank", "name: op, kernel or gap on the path", "kind: host | gpu | gap",
+                         "category: its bound (or kernel category)", "ns: its time on the path, ns",
+                         "pct: share of the path, %"))),
 )
