@@ -80,6 +80,8 @@ def test_the_reference_is_the_help_text():
 def test_markers_expand_and_trace_strings_stay_literal():
     out = expand("x\n<!-- traceq-reference: summary -->\ny")
     assert "### traceq summary" in out and "idle_pct" in out and "traceq-reference" not in out
+    quoted = "a marker in a code span: `<!-- traceq-reference: NAME -->` stays text"
+    assert expand(quoted) == quoted
     assert md("a <b>*c*</b> `x_y|z` [l](u)") == r"a \<b\>\*c\*\</b\> `x_y|z` \[l\](u)"
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 import sys
 
-MARKER = re.compile(r"<!--\s*traceq-reference:\s*([\w-]+)\s*-->")
+# a marker is a line of its own (one quoted in a code span, as in docs/development.md, is text)
+MARKER = re.compile(r"^<!--\s*traceq-reference:\s*([\w-]+)\s*-->[ \t]*$", re.M)
 _SPECIAL = re.compile(r"([\\*_\[\]<>#|~])")
 
 
