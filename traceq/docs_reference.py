@@ -37,9 +37,12 @@ def commands() -> dict:
 
 
 def _analysis(name: str):
+    """The declaration a command is made from: an analysis of the registry, or an alias's."""
     from .analyses.registry import REGISTRY
+    from .cli_analyses import alias_spec
 
-    return REGISTRY.get(name.replace("-", "_")) or REGISTRY.get(name)
+    alias = alias_spec(name)
+    return alias[0] if alias else REGISTRY.get(name.replace("-", "_")) or REGISTRY.get(name)
 
 
 def md(text: str) -> str:
