@@ -343,7 +343,7 @@ def report(res: dict) -> None:
 
 
 def markdown(res: dict) -> str:
-    """The goals table in Markdown (for the README's performance section)."""
+    """The goals table in Markdown (for docs/performance.md)."""
     _ratios(res)
     lines = ["| goal | target | measured | met? |", "|---|---|---|---|"]
     for g in goals(res):

@@ -1,5 +1,5 @@
-"""The README's Python API examples (section "Python API"), run in the order a reader meets them,
-in a fresh folder after the Quickstart's ingest (issue 37 item 7: `s.diff("slow_dataloader",
+"""The Python API page's examples (docs/python-api.md, moved there from the README), run in the
+order a reader meets them, in a fresh folder after the README Quickstart's ingest (issue 37 item 7: `s.diff("slow_dataloader",
 "fast_dataloader")` failed with "no run named 'fast_dataloader'" because the Quickstart never
 ingests it)."""
 from __future__ import annotations
@@ -21,10 +21,10 @@ def _quickstart_ingest() -> list[str]:
 
 
 def _api_examples() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "python-api.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     mine = [b for b in blocks if "traceq.open_store" in b or "traceq.ingest(" in b]
-    assert len(mine) == 2, "the README's two Python API examples"
+    assert len(mine) == 2, "the Python API page's two examples"
     return mine
 
 

@@ -1,5 +1,6 @@
-"""The README's "The store is a stable interface" examples read a real store without traceq
-(DuckDB, polars, Dask, pyarrow) and print what the README shows."""
+"""The store page's "The store is a stable interface" examples (docs/store.md, moved there from the
+README) read a real store without traceq (DuckDB, polars, Dask, pyarrow) and print what the page
+shows."""
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +15,8 @@ from traceq.ingest import ingest
 
 
 def _examples() -> list[tuple[str, str]]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### The store is a stable interface", 1)[1].split("\n### ", 1)[0]
+    text = (REPO / "docs" / "store.md").read_text()
+    section = text.split("## The store is a stable interface", 1)[1].split("\n## ", 1)[0]
     pairs = re.findall(r"```python\n(.*?)```\n```\n(.*?)```", section, re.S)
     assert len(pairs) == 4
     return pairs
@@ -36,7 +37,7 @@ def test_readme_store_example(store_cwd, i, monkeypatch):
     monkeypatch.chdir(store_cwd)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, f"README store example {i + 1}", "exec"), {})
+        exec(compile(code, f"docs/store.md example {i + 1}", "exec"), {})
     got = [line.rstrip() for line in out.getvalue().rstrip().splitlines()]
     assert got == shown.rstrip().splitlines()
     assert os.path.isdir(store_cwd / ".traceq" / "gpu_ops" / "run=trace_filter" / "rank=1")

@@ -435,7 +435,7 @@ def rm(
 # `traceq --help` lists commands in the order a user meets them (click keeps insertion order):
 # load and find runs, what to fix first, then the analyses, then the store's tools. Commands
 # not named here keep their place after the named ones, before the store's tools.
-HELP_ORDER = ("ingest", "runs", "diagnose", "summary", "hotspots", "stalls", "breakdown", "overlap",
+HELP_ORDER = ("ingest", "runs", "diagnose", "summary", "hotspots", "kernels", "stalls", "breakdown", "overlap",
               "critical-path", "diff", "compare", "ranks", "model", "check", "report")
 HELP_LAST = ("sql", "mcp", "doctor", "rm", "export")
 

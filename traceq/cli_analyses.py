@@ -5,6 +5,9 @@ Common options: --store DIR, --run NAME, --rank N, --steps A:B (analyses of two 
 them as positional RUN_A RUN_B instead of --run), -f/--format table|json|csv (always the output
 format), -o/--output FILE (write the output there instead of stdout), --wide (never drop
 columns on a narrow terminal).
+
+Aliases (ALIASES): a command that is an analysis with some parameters fixed, under the name the
+users of another tool look for (`traceq kernels` = `traceq hotspots --window tb`).
 """
 from __future__ import annotations
 
@@ -68,11 +71,63 @@ def make_command(spec: Analysis):
     return command
 
 
+# Commands that are an analysis with some parameters fixed, under the name users of another tool
+# look for: `traceq kernels` is `traceq hotspots --window tb`, the TensorBoard profiler plugin's
+# Kernel view. {alias: (analysis, fixed parameters, common options it does not take, help, examples)}
+ALIASES = {
+    "kernels": ("hotspots", {"window": "tb"}, ("steps", "step_pattern", "skip_first"),
+                "The TensorBoard profiler plugin's Kernel view (the same as `traceq hotspots --window tb`): "
+                "every kernel of the trace, no copies or memsets, with its time, tensor-core use, blocks per SM "
+                "and estimated achieved occupancy (duration-weighted means), and the advice for avoidable work. "
+                "It covers the whole trace, as the plugin does, so it takes no step options (`traceq hotspots "
+                "--steps A:B` picks steps).",
+                ("traceq kernels --run resnet50 --top 20", "traceq kernels -f csv -o kernels.csv")),
+}
+
+
+def alias_spec(name: str) -> tuple[Analysis, dict] | None:
+    """The declaration an alias command is made from (its analysis, less the fixed parameters,
+    with the alias' name and help) and the fixed parameters; None when `name` is no alias."""
+    from dataclasses import replace
+
+    from .analyses.registry import REGISTRY
+
+    if name not in ALIASES:
+        return None
+    analysis, fixed, _, help_text, examples = ALIASES[name]
+    spec = REGISTRY[analysis]
+    return replace(spec, name=name, help=help_text, examples=examples,
+                   params=tuple(p for p in spec.params if p.name not in fixed)), fixed
+
+
+def make_alias(name: str):
+    """The command of an alias: the analysis' command with the fixed parameters set and the
+    common options it does not take left out."""
+    from .analyses.registry import REGISTRY
+
+    shown, fixed = alias_spec(name)
+    analysis, _, without, _, _ = ALIASES[name]
+    spec = REGISTRY[analysis]
+    command = make_command(shown)
+    sig = command.__signature__
+    params = [p for p in sig.parameters.values() if p.name not in without]
+
+    def alias(**kw) -> None:
+        run_command(spec, {**kw, **fixed})
+
+    alias.__name__, alias.__doc__ = name, command.__doc__
+    alias.__signature__ = sig.replace(parameters=params)
+    alias.__annotations__ = {p.name: p.annotation for p in params}
+    return alias
+
+
 def register_all(app: typer.Typer) -> None:
     from .analyses.registry import REGISTRY
 
     for spec in REGISTRY.values():
         app.command(name=spec.name.replace("_", "-"), help=spec.doc())(make_command(spec))
+    for name in ALIASES:
+        app.command(name=name, help=alias_spec(name)[0].doc())(make_alias(name))
 
 
 def run_command(spec: Analysis, kw: dict) -> None:

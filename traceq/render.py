@@ -93,19 +93,32 @@ def clean(text, newlines: bool = False) -> str:
 
 
 def console(stderr: bool = False, file=None, width: int | None = None):
-    """A rich console: colour and terminal width on a TTY; plain and 200 columns wide
-    otherwise (pipes, files, tests), so output is stable. NO_COLOR is honoured by rich.
-    Markup and emoji codes are off: every printed string is data."""
-    import os
-
+    """A rich console: colour and terminal width on a TTY; plain otherwise (pipes, files, tests),
+    as wide as TRACEQ_WIDTH, else COLUMNS (`COLUMNS=100 traceq runs | cat`), else 200 columns,
+    so output is stable. NO_COLOR is honoured by rich. Markup and emoji codes are off: every
+    printed string is data."""
     from rich.console import Console
 
     stream = file or (sys.stderr if stderr else sys.stdout)
     tty = hasattr(stream, "isatty") and stream.isatty()
     if width is None and not tty:
-        width = int(os.environ.get("TRACEQ_WIDTH", "200"))
+        width = pipe_width()
     return Console(file=stream, highlight=False, soft_wrap=False, width=width, markup=False, emoji=False,
                    color_system="auto" if tty else None, force_terminal=tty or None)
+
+
+PIPE_WIDTH = 200   # the width of output that goes to no terminal, when neither variable says one
+
+
+def pipe_width() -> int:
+    """TRACEQ_WIDTH, else COLUMNS (a positive number), else PIPE_WIDTH."""
+    import os
+
+    for var in ("TRACEQ_WIDTH", "COLUMNS"):
+        value = os.environ.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return PIPE_WIDTH
 
 
 def print_text(con, text: str | None) -> None:

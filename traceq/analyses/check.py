@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..experiments.display import seconds_as_ms
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Out, Param
+from .spec import Analysis, Block, Out, Param, cols
 
 
 def compute(store, targets, min_runs=None, junit=None) -> Out:
@@ -68,4 +68,13 @@ ANALYSIS = Analysis(
     after=exit_status,
     order=100,
     scope="store",
+    columns=cols("name: the target's name", "metric: the metric checked", "unit: the metric's unit",
+                 "runs: matching runs", "result: trimmed mean over them (min and max dropped)",
+                 "sd: sample standard deviation (null with fewer than 2 runs)", "sd_pct: 100 · sd / result, %",
+                 "target: the target value", "diff_pct: against the target, %, positive = better",
+                 "passed: every test of the row passed",
+                 "failure: why it failed: the metric, result ± sd, target and the tests that failed (null when passed)",
+                 "failed_tests: the failed tests by rule name"),
+    tables=(("gates", cols("rule: the gate (min_runs, max_sd_pct, tolerance_pct)", "value: the measured value",
+                           "limit: the gate's limit", "passed: the gate passed")),),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..experiments.display import seconds_as_ms
 from ..lazy import polars as pl
-from .spec import WHERE, Analysis, Block, Out, Param
+from .spec import WHERE, Analysis, Block, Out, Param, cols
 
 
 def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Out:
@@ -117,4 +117,13 @@ ANALYSIS = Analysis(
     report="Comparison",
     report_section=report_section,
     order=80,
+    columns=cols("config: the configuration (labels other than rep), or the run",
+                 "metric: step_time, throughput, data_wait, communication, gpu.<category>, region.<name> or an "
+                 "imported metric", "unit: the metric's unit (s, items/s, ...)",
+                 "runs: repetitions (runs) of the configuration",
+                 "mean: mean over the repetitions, in the metric's unit",
+                 "sd: sample standard deviation over the repetitions (null with fewer than 2)",
+                 "sd_pct: 100 · sd / mean, %", "trimmed_mean: mean with the min and max dropped",
+                 "change_pct: 100 · (mean − baseline's mean) / baseline's mean, %",
+                 "notes: why a value is undefined (null otherwise)"),
 )

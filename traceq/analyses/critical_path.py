@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.scope import Scope
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param, top_param
+from .spec import Analysis, Block, Column, Out, Param, cols, top_param
 
 # the report's section draws the path of a run of up to this many host and GPU ops; the graph
 # costs ~400 bytes an op (24 M ops: over 20 GB: the report was killed for it)
@@ -20,6 +20,10 @@ COLUMNS = (
     Column("rank", "the rank (null: the ranks joined, --ranks all)"),
     Column("step", "the step"),
     Column("start_ns", "the step's start, ns (the rank's clock; joined: the run's common clock)"),
+    Column("since_first_ns", "the step's start, ns since the run's first event, the x = 0 of the report's "
+                             "timeline: its first GPU op or step/DataLoader span of all ranks on the common clock "
+                             "when every rank has a clock offset, else of the step's rank; the terminal shows this "
+                             "in place of start_ns"),
     Column("span_ns", "from the step's start to the later of its end and the end of the last GPU op it "
                       "launched, ns"),
     Column("path_ns", "the critical path's length, ns: the span, exactly"),
@@ -144,11 +148,35 @@ def compute(scope: Scope, what_if: tuple = (), ranks: str = "each", data_pattern
     factors = parse_what_if(what_if)
     joined = ranks == "all"
     res = run_paths(scope, joined=joined, factors=factors, data_pattern=data_pattern)
-    return tables(scope.run, res, joined, factors, top)
+    out = tables(scope.run, res, joined, factors, top)
+    if "start_ns" in out.df.columns:
+        at = out.df.columns.index("start_ns") + 1
+        out.df = out.df.insert_column(at, since_first(scope, out.df, res["ranks"] if joined else None))
+    return out
+
+
+def since_first(scope: Scope, df: pl.DataFrame, joined_ranks: list | None) -> pl.Series:
+    """`start_ns` of the rows as ns since the origin of the report's timeline
+    (report/timeline.py `origin`): its first drawn event of all ranks on the run's common clock
+    when every rank has a clock offset, else the rank's own first. Rows of the ranks joined
+    (`joined_ranks`: the ranks whose steps were joined) are on the common clock of the first of
+    those ranks (engine/cp_load.py `offsets`): + the least offset of those ranks is the run's."""
+    from ..report.timeline import origin
+
+    o = origin(scope)
+    if joined_ranks is not None:
+        base = min((o.off_ns.get(r, 0) for r in joined_ranks), default=0)
+        shift = None if o.common_ns is None else base - o.common_ns
+        return (df["start_ns"] + shift if shift is not None else pl.repeat(None, df.height, dtype=pl.Int64, eager=True)
+                ).cast(pl.Int64).alias("since_first_ns")
+    at = {r: o.of(r) for r in df["rank"].unique().to_list()}
+    return (df["start_ns"] - df["rank"].replace_strict(at, default=None, return_dtype=pl.Int64)).alias("since_first_ns")
 
 
 def view(res) -> list[Block]:
-    blocks = [Block(res.df, res.headline, notes=res.notes, drop_first=("start_ns", "path_ns", "wait_ns"),
+    # times since the run's first event, as the report's timeline: not the rank's clock (epoch ns)
+    shown = res.df.drop("start_ns") if "since_first_ns" in res.df.columns else res.df
+    blocks = [Block(shown, res.headline, notes=res.notes, drop_first=("path_ns", "since_first_ns", "wait_ns"),
                     max_rows=200, more=", --steps A:B picks steps")]
     ops = res.tables.get("ops")
     if ops is not None and ops.height:
@@ -324,11 +352,17 @@ ANALYSIS = Analysis(
             top_param(20, "Ops on the path to list (0 = all).")),
     columns=COLUMNS,
     sort=("rank", "step"),
-    drop_first=("start_ns", "path_ns", "wait_ns"),
+    drop_first=("path_ns", "since_first_ns", "wait_ns"),
     view=view,
     json=_json,
     csv=_csv,
     report="Critical path: what bounds each step",
     report_section=report_section,
     order=42,
+    tables=(("bounds", cols("rank: rank", "step: step number", "bound: what bounds this part of the path "
+                            "(cpu, data_loading, launch, gpu, gpu_gap, communication, sync, memcpy)",
+                            "ns: time of the path with that bound, ns", "pct: share of the step's path, %")),
+            ("ops", cols("rank: rank", "name: op, kernel or gap on the path", "kind: host | gpu | gap",
+                         "category: its bound (or kernel category)", "ns: its time on the path, ns",
+                         "pct: share of the path, %"))),
 )

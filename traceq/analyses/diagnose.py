@@ -50,7 +50,7 @@ from ..engine.scope import Scope, open_scope
 from ..engine.stall_attribution import DEFAULT_MIN_GAP_US
 from ..engine.truncation import cut_words, truncation
 from ..lazy import polars as pl
-from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result
+from .spec import EXECUTOR_PARAMS, Analysis, Block, Out, Param, Result, cols
 
 
 
@@ -435,4 +435,14 @@ ANALYSIS = Analysis(
     report_section=report_section,
     order=55,
     report_order=90,   # after the stalls section it reads; placed first (Section.lead)
+    columns=cols("rank: rank", "bound: what bounds the rank (data, communication, host, launch, sync, "
+                 "memory_management, copy, warmup, gpu, no_gpu, unattributed, unknown)",
+                 "bound_share_pct: the bound's share of the GPU span, %",
+                 "evidence: the numbers the verdict rests on (shares, stall causes, launch statistics)",
+                 "gpu_idle_pct: summary's idle_pct of the rank, %",
+                 "findings: the advice rules' findings, ranked: id, category, evidence, gpu_ms, "
+                 "est_gain_ms_per_step, advice",
+                 "also_seen: findings under the 1 % floor, same shape",
+                 "stepped: the rank has steps (gains are per step; else in all)",
+                 "critical_path: the critical path's bound and shares of the rank's steps (null without one)"),
 )

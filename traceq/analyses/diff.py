@@ -13,7 +13,7 @@ from ..lazy import polars as pl
 from ..queries import run_script
 from ..store import fetch_pl, register_pl
 from ..threads import ordered_map
-from .spec import Analysis, Block, Out, Param, Result, run_labels, top_param
+from .spec import Analysis, Block, Out, Param, Result, cols, run_labels, top_param
 from .summary import prepare_ops
 
 TABLES = ("categories", "kernels", "regions")
@@ -329,6 +329,33 @@ def report_section(ctx) -> list:
     return [sec]
 
 
+# the columns of diff's tables, for --help and the docs (the per-kernel, per-category and per-region
+# tables share the delta columns; the headline is one row of both runs' totals)
+DELTA = ("count_a: ops in A", "count_b: ops in B", "total_a_ns: GPU time in A, ns", "total_b_ns: GPU time in B, ns",
+         "delta_count: count_b − count_a", "delta_ns: total_b_ns − total_a_ns, ns",
+         "delta_pct: 100 · delta_ns / total_a_ns, % (null when A has none)",
+         "status: appeared | disappeared | changed | unchanged")
+HEADLINE = ("run_a: run A", "run_b: run B", "ranks_a: ranks of A", "ranks_b: ranks of B",
+            "steps_a: steps of A (as stalls finds them)", "steps_b: steps of B",
+            "step_a_ns: mean step time of A (the slowest rank's per step), ns", "step_b_ns: the same of B, ns",
+            "step_delta_pct: 100 · (step_b_ns − step_a_ns) / step_a_ns, %",
+            "data_wait_a_ns: host data wait per step in A, ns", "data_wait_b_ns: the same in B, ns",
+            "throughput_a: batch label / step time of A (null without one)", "throughput_b: the same of B",
+            "throughput_unit: items/s", "ops_a: GPU ops of A", "ops_b: GPU ops of B",
+            "gpu_a_ns: GPU op time of A, ns", "gpu_b_ns: GPU op time of B, ns", "gpu_delta_ns: gpu_b_ns − gpu_a_ns, ns",
+            "gpu_delta_pct: 100 · gpu_delta_ns / gpu_a_ns, %",
+            "idle_a_pct: summary's idle % of A, %", "idle_b_pct: the same of B, %",
+            "idle_delta_pct: idle_b_pct − idle_a_pct, percentage points",
+            "compute_a_pct: summary's compute % of A, %", "compute_b_pct: the same of B, %",
+            "compute_delta_pct: compute_b_pct − compute_a_pct, percentage points",
+            "overlap_a_pct: communication overlapped with compute in A, %", "overlap_b_pct: the same in B, %",
+            "overlap_delta_pct: overlap_b_pct − overlap_a_pct, percentage points",
+            "exposed_a_ns: exposed communication of A, ns", "exposed_b_ns: the same of B, ns",
+            "kernels_appeared: kernel names only in B", "kernels_disappeared: kernel names only in A",
+            "kernels_changed: kernel names in both whose time changed",
+            "kernels_unchanged: kernel names in both with the same count and time")
+
+
 ANALYSIS = Analysis(
     name="diff",
     help="What changed from run A to run B: GPU time per kernel category and per kernel name (count, total "
@@ -350,4 +377,12 @@ ANALYSIS = Analysis(
     report="What changed: A → B",
     report_section=report_section,
     order=60,
+    columns=cols("name: kernel / operation name (full)", "identity: kernel identity",
+                 "library: kernel vendor/library", "kind: kernel | memcpy | memset",
+                 "category: rule-table category", *DELTA),
+    tables=(("categories", cols("category: rule-table category", *DELTA)),
+            ("regions", cols("source: region source (nvtx, annotation, step, dataloader, timer)",
+                             "name: region name (step numbers masked: ProfilerStep#*)",
+                             *(d.replace("GPU time", "CPU time").replace("ops in", "instances in") for d in DELTA))),
+            ("headline", cols(*HEADLINE))),
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..engine.scope import Scope
 from ..lazy import polars as pl
 from ..queries import run_script
-from .spec import Analysis, Block, Column, Out, Param, Result, top_param
+from .spec import Analysis, Block, Column, Out, Param, Result, cols, top_param
 
 TIMELINE_POINTS = 2000        # points per device of the down-sampled curve, at most
 EXCLUDED_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
@@ -481,4 +481,20 @@ ANALYSIS = Analysis(
     report="Memory: the curve and peaks per device",
     report_section=report_section,
     order=38,
+    tables=(("devices", cols("rank: rank", "device: device id (-1: the CPU)",
+                             "peak_allocated_bytes: highest allocated total, bytes",
+                             "peak_reserved_bytes: highest reserved total (null when not recorded), bytes",
+                             "peak_at_ns: time of the allocated peak, ns",
+                             "peak_op: the innermost op running at the peak (null: none, or nsys)",
+                             "peak_step: the step of the peak (null outside steps)",
+                             "allocations: allocation events", "frees: free events",
+                             "allocated_total_bytes: Σ bytes of the allocations, bytes",
+                             "rebuilt: the totals were rebuilt from the bytes (older traces, nsys)")),
+            ("steps", cols("rank: rank", "device: device id (-1: the CPU)", "step: step number",
+                           "peak_allocated_bytes: highest allocated total in the step, bytes",
+                           "peak_reserved_bytes: highest reserved total in the step, bytes",
+                           "allocations: allocation events in the step", "frees: free events in the step")),
+            ("timeline", cols("rank: rank", "device: device id (-1: the CPU)", "t_ns: time, ns",
+                              "allocated_bytes: allocated total then, bytes",
+                              "reserved_bytes: reserved total then, bytes"))),
 )

@@ -7,7 +7,7 @@ import json
 from ..errors import TraceqError
 from ..experiments.display import print_warnings
 from ..lazy import polars as pl
-from .spec import WHERE, Analysis, Block, Out, Param
+from .spec import WHERE, Analysis, Block, Out, Param, cols
 
 
 def _point(spec: str, params: list[str]) -> dict[str, float]:
@@ -103,4 +103,8 @@ ANALYSIS = Analysis(
     after=print_warnings,
     order=90,
     scope="store",
+    columns=cols("<param>: one column per --param: the parameter's value at the point",
+                 "runs: repetitions at the point", "mean: mean of the metric over them",
+                 "sd: their sample standard deviation", "model: the model's value at the point",
+                 "error_pct: 100 · (model − mean) / mean, %"),
 )

@@ -241,4 +241,5 @@ ANALYSIS = Analysis(
     report_section=report_section,
     order=30,
     report_order=60,
+    tables=(("across", sql_columns("overlap_ranks")),),
 )

@@ -370,4 +370,8 @@ ANALYSIS = Analysis(
     report="Overview: step time breakdown (TensorBoard plugin)",
     report_section=report_section,
     order=15,
+    tables=(("average", tuple(Column(c, "the mean over the rank's steps: " + m) for c, m in output_columns("overview")
+                              if c != "idx")),
+            ("gpu", (Column("rank", "rank"), Column("device", "device id"), Column("name", "device name"),
+                     *(Column(c, m) for c, m in output_columns("overview_gpu") if c not in ("rank", "device"))))),
 )

@@ -27,7 +27,7 @@ from ..lazy import polars as pl
 from ..lazy import pyarrow as pa
 from ..queries import run_script
 from ..store import Store
-from .spec import EXECUTOR_PARAMS, TABLE_ROWS, Analysis, Block, Out, Param
+from .spec import EXECUTOR_PARAMS, TABLE_ROWS, Analysis, Block, Out, Param, sql_columns
 
 RANKS_COLUMNS = ("rank", "steps", "step_ms", "exposed_comm_ms", "late_arrival_ms", "clock_offset_ns")
 COLLECTIVE_COLUMNS = ("name", "instances", "mean_skew_ms", "max_skew_ms", "last_rank_mode", "busbw_gbps")
@@ -368,4 +368,6 @@ ANALYSIS = Analysis(
     report="Across ranks: collectives, skew and stragglers",
     report_section=report_section,
     order=70,
+    columns=sql_columns("ranks"),
+    tables=(("collectives", sql_columns("collectives_by_type")),),
 )

@@ -16,7 +16,7 @@ from ..engine.scope import Scope
 from ..engine.truncation import no_gpu_reason
 from ..errors import TraceqError
 from ..lazy import polars as pl
-from .spec import Analysis, Block, Column, Out, Param, Result, top_param
+from .spec import Analysis, Block, Column, Out, Param, Result, cols, top_param
 
 REPORT_ROWS = 30
 NO_SHAPES = ("the trace records no input shapes: profile with record_shapes=True (torch.profiler), or "
@@ -388,4 +388,10 @@ ANALYSIS = Analysis(
     report="Roofline: how close ops run to the hardware",
     report_section=report_section,
     order=37,
+    tables=(("unmodelled", cols("name: GPU op name no modelled op owns",
+                                "category: rule-table category (traceq.rules.categories)",
+                                "kind: kernel | memcpy | memset",
+                                "count: number of ops",
+                                "total_ns: their summed duration, ns",
+                                "graph_replay: replayed from a CUDA/HIP graph without a known captured op")),),
 )

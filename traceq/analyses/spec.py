@@ -118,6 +118,8 @@ class Analysis:
     report    the title of its section in `traceq report` (named in --help)
     report_section  (RunReport) -> [Section]: that section of one run's report part
     order     where the command is listed (and its report section, unless report_order says)
+    tables    ((name, columns), ...): the output columns of its further tables (Out.tables, by the
+              name JSON gives them), documented in --help and the docs like `columns`
     """
     name: str
     help: str
@@ -140,6 +142,7 @@ class Analysis:
                                   # (traceq.engine.per_rank): params include EXECUTOR_PARAMS
     order: int = 100
     report_order: int | None = None   # where its report section goes, when not at `order`
+    tables: tuple[tuple[str, tuple[Column, ...]], ...] = ()
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -148,9 +151,9 @@ class Analysis:
         """The `--help` text: description, output columns with units, sort order, examples."""
         parts = [self.help.strip()]
         if self.columns:
-            cols = "\n".join(f"  {c.name}{f' [{c.unit or unit_of(c.name)}]' if (c.unit or unit_of(c.name)) else ''}: {c.meaning}"
-                             for c in self.columns)
-            parts.append("Output columns:\n\n\b\n" + cols)
+            parts.append("Output columns:\n\n\b\n" + _column_lines(self.columns))
+        for name, columns in self.tables:
+            parts.append(f"Table {name}:\n\n\b\n" + _column_lines(columns))
         if self.sort:
             parts.append("Rows sorted by " + ", ".join(self.sort) + ".")
         if self.report:
@@ -159,6 +162,11 @@ class Analysis:
             parts.append(("Example:" if len(self.examples) == 1 else "Examples:") + "\n\n\b\n"
                          + "\n".join(f"  {e}" for e in self.examples))
         return "\n\n".join(parts)
+
+
+def _column_lines(columns) -> str:
+    return "\n".join(f"  {c.name}{f' [{c.unit or unit_of(c.name)}]' if (c.unit or unit_of(c.name)) else ''}: {c.meaning}"
+                     for c in columns)
 
 
 @dataclass
@@ -255,6 +263,11 @@ WHERE = Param("where", str, None, "Label selector k=v[,k=v...] (e.g. app=cifar10
 
 # the parameters of a per-rank analysis that choose where its tasks run (traceq.executor.resolve)
 EXECUTOR_OPTIONS = ("executor", "scheduler", "scheduler_file", "jobs")
+
+
+def cols(*lines: str) -> tuple[Column, ...]:
+    """Columns written as "name: meaning" lines (the unit from the name's suffix)."""
+    return tuple(Column(*(s.strip() for s in line.split(":", 1))) for line in lines)
 
 
 def sql_columns(name: str, *extra: Column) -> tuple[Column, ...]:

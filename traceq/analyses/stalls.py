@@ -169,6 +169,7 @@ ANALYSIS = Analysis(
     columns=sql_columns("stalls_steps", Column("gpu_idle_waiting_pct", "100 · gpu_idle_waiting_ns / step_ns, %")),
     sort=("rank", "step"),
     drop_first=("gpu_idle_ns", "step_source", "gpu_idle_waiting_ns"),
+    tables=(("causes", sql_columns("stalls")),),
     view=view,
     report="Data-loading stalls and GPU starvation",
     report_section=report_section,

@@ -542,7 +542,8 @@ def cross_rank_wait(solver: Solver, path: list[tuple]) -> float:
 
 def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pattern: str | None = None,
               detail: bool = True) -> dict:
-    """Every step of the scope: {"steps": [per-step dicts], "segments": frame (SEGMENT_SCHEMA)}.
+    """Every step of the scope: {"steps": [per-step dicts], "segments": frame (SEGMENT_SCHEMA),
+    "ranks": the ranks with steps (joined: those the graph joins)}.
     A step dict: rank (None when joined), step, start_ns (rank clock; joined: the common clock of
     the run's first rank), span_ns, path_ns, predicted_ns, wait_ns, bounds {bound: ns},
     bounds_by_rank {rank: {bound: ns}}, by_rank {rank: ns outside communication}, what_if
@@ -550,8 +551,9 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
     from .cp_load import graphs
 
     factors = factors or {}
-    steps_out, segs = [], []
+    steps_out, segs, ranks = [], [], set()
     for g, st in graphs(scope, joined, data_pattern):
+        ranks.update(st["rank"].to_list())
         solver = Solver(g)
         w = solver.weights(factors) if factors else None
         if joined:
@@ -589,7 +591,7 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
             s_["by_rank"][rk] = s_["by_rank"].get(rk, 0) + v
     for s_ in steps_out:
         s_.pop("fast", None)
-    return {"steps": steps_out, "segments": frame.drop("sid")}
+    return {"steps": steps_out, "segments": frame.drop("sid"), "ranks": sorted(ranks)}
 
 
 def path_segments(scope) -> pl.DataFrame:

@@ -45,7 +45,7 @@ _RANK_PATTERNS = [
     re.compile(r"rank[-_.]?(\d+)", re.I),
     re.compile(r"mpi[-_.]?(\d+)", re.I),
     re.compile(r"worker[-_.]?(\d+)", re.I),
-]   # never `r<N>`: in Extra-Deep / Extra-P names (README, Experiments) that is the repetition
+]   # never `r<N>`: in Extra-Deep / Extra-P names (docs/experiments.md) that is the repetition
 
 
 def read_bytes(path: Path) -> bytes:

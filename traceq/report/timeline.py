@@ -39,10 +39,8 @@ MAX_SEGMENTS = 30_000
 MIN_BUCKETS = 50
 ALT_STEP_COLOR = "#7ea6d8"
 
-# Segments of one run: GPU ops (lane = rank/device/stream) and host spans (lane = rank/source),
-# bucketed as the module docstring says. $buckets = buckets per rank span.
-_SEGMENTS_SQL = """
-WITH ev AS (
+# The events the timeline draws: GPU ops (lane = rank/device/stream) and host spans (lane = rank/source).
+EVENTS_SQL = """
     SELECT rank, 'gpu' AS side, device, stream, coalesce(category, 'other') AS cat, name, start_ns, end_ns
     FROM gpu_ops
     WHERE run = $run AND kind IN ('kernel', 'memcpy', 'memset') AND end_ns >= start_ns
@@ -50,7 +48,10 @@ WITH ev AS (
     SELECT rank, 'host', NULL, NULL, source, name, start_ns, end_ns
     FROM regions
     WHERE run = $run AND source IN ('step', 'dataloader') AND coalesce(domain, '') <> 'gpu' AND end_ns >= start_ns
-), bounds AS (
+"""
+# Segments of one run: those events, bucketed as the module docstring says. $buckets = buckets per rank span.
+_SEGMENTS_SQL = """
+WITH ev AS (""" + EVENTS_SQL + """), bounds AS (
     SELECT rank, min(start_ns) AS t0, max(end_ns) AS t1,
            greatest((max(end_ns) - min(start_ns)) // $buckets, 1) AS w
     FROM ev GROUP BY rank
@@ -93,6 +94,50 @@ class Timeline:
     aligned: bool               # ranks aligned on the common clock (clock_offset_ns + clock_refine_ns)
 
 
+def clock(scope) -> tuple[pl.DataFrame, bool]:
+    """(rank, off: ns to the run's common clock, traceq/clocks.py) of every rank of the run, and
+    whether the timeline aligns the ranks on it: when every rank has a raw offset."""
+    offsets = scope.df("SELECT rank, coalesce(clock_offset_ns, 0) AS raw, "
+                       "coalesce(clock_offset_ns, 0) + coalesce(clock_refine_ns, 0) AS off FROM runs WHERE run = $run")
+    return offsets.drop("raw"), offsets.height > 0 and bool((offsets["raw"] != 0).all())
+
+
+@dataclass
+class Origin:
+    """Where the timeline's x = 0 lies: `common_ns` on the run's common clock when `aligned`,
+    else `first_ns[rank]` on each rank's own clock."""
+    aligned: bool
+    first_ns: dict              # {rank: its first event the timeline draws (none drawn: its first event), own clock}
+    off_ns: dict                # {rank: ns to the run's common clock}
+    common_ns: int | None       # min over ranks of first_ns + off_ns (null: no event)
+
+    def of(self, rank: int) -> int | None:
+        """The origin on `rank`'s own clock (null: the rank has no event)."""
+        if self.aligned:
+            return None if self.common_ns is None else self.common_ns - self.off_ns.get(rank, 0)
+        return self.first_ns.get(rank)
+
+
+def origin(scope) -> Origin:
+    """The origin of the timeline of `scope.run`, from the events it draws (a rank none of
+    whose events it draws counts from its first host op, GPU op or region), as `segments` and
+    `figure` place it; `traceq critical-path` shows its step starts from it."""
+    first = scope.df("WITH ev AS (" + EVENTS_SQL + "), drawn AS (SELECT rank, min(start_ns) AS t FROM ev GROUP BY rank), "
+                     "anything AS (SELECT rank, min(start_ns) AS t FROM ("
+                     "SELECT rank, start_ns FROM gpu_ops WHERE run = $run UNION ALL "
+                     "SELECT rank, start_ns FROM host_ops WHERE run = $run UNION ALL "
+                     "SELECT rank, start_ns FROM regions WHERE run = $run) GROUP BY rank) "
+                     "SELECT rank, coalesce(drawn.t, anything.t) AS first_ns, drawn.t IS NOT NULL AS drawn "
+                     "FROM anything LEFT JOIN drawn USING (rank)")
+    offsets, aligned = clock(scope)
+    off = dict(offsets.iter_rows())
+    firsts = dict(first.select("rank", "first_ns").iter_rows())
+    # the timeline's x = 0 is its first drawn event; only when it draws none, the first of any
+    pool = first.filter(pl.col("drawn")) if first["drawn"].any() else first
+    common = min((t + off.get(r, 0) for r, t in pool.select("rank", "first_ns").iter_rows()), default=None)
+    return Origin(aligned, firsts, off, common)
+
+
 def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEGMENTS,
              ranks: list[int] | None = None) -> Timeline:
     """The down-sampled timeline of `scope.run` (every rank of it, or those in `ranks`; the step
@@ -111,10 +156,7 @@ def segments(scope, buckets: int = TIMELINE_BUCKETS, max_segments: int = MAX_SEG
         df = df.sort("busy_ns", descending=True).head(max_segments)
     n_ops = int(df["n"].sum()) if df.height else 0
 
-    offsets = scope.df("SELECT rank, coalesce(clock_offset_ns, 0) AS raw, "
-                       "coalesce(clock_offset_ns, 0) + coalesce(clock_refine_ns, 0) AS off FROM runs WHERE run = $run")
-    aligned = offsets.height > 0 and bool((offsets["raw"] != 0).all())
-    offsets = offsets.drop("raw")
+    offsets, aligned = clock(scope)
     if df.height == 0:
         return Timeline(df, [], buckets, 0, aligned)
     if aligned:

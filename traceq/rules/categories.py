@@ -4,7 +4,7 @@ A rule names a category and conditions on the op kind, the kernel's library and 
 (traceq.kernels.identity) and, only where those cannot tell, the full name; first matching rule
 wins. Users extend the table by putting rules in front (`TRACEQ_CATEGORIES` = a TOML file of
 `[[rule]]` entries in the same format; `pattern` is accepted as another spelling of `name`;
-see README). Categories, identities and libraries are assigned at ingest, once per distinct
+see docs/kernel-identity.md). Categories, identities and libraries are assigned at ingest, once per distinct
 (name, kind).
 """
 from __future__ import annotations
