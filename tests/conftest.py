@@ -104,3 +104,11 @@ def run_traceq(*args, cwd, width: int = 200):
     env.update(NO_COLOR="1", TRACEQ_WIDTH=str(width), PYTHONIOENCODING="utf-8")
     return subprocess.run([sys.executable, "-m", "traceq", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_width(monkeypatch):
+    """Output widths come from what a test sets, never from the environment the suite runs in
+    (a pipe is as wide as TRACEQ_WIDTH, else COLUMNS, else 200: traceq.render.pipe_width)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("TRACEQ_WIDTH", raising=False)

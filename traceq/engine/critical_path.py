@@ -550,8 +550,7 @@ def run_paths(scope, joined: bool = False, factors: dict | None = None, data_pat
     {bound: ns}. `detail=False`: the bounds without the segments (an empty frame), faster."""
     from .cp_load import graphs
 
-    factors = factors or {}
-    steps_out, segs, ranks = [], [], set()
+    factors, (steps_out, segs, ranks) = factors or {}, ([], [], set())
     for g, st in graphs(scope, joined, data_pattern):
         ranks.update(st["rank"].to_list())
         solver = Solver(g)
