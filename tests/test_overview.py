@@ -143,7 +143,9 @@ def test_window_tb_refuses_traceqs_step_selection(legacy_store):
     from traceq.errors import TraceqError
 
     with pytest.raises(TraceqError, match="--window all"):
-        compute(REGISTRY["overview"], legacy_store, skip_first=1)
+        compute(REGISTRY["overview"], legacy_store, window="tb", skip_first=1)
+    # the default window (all) takes the step options as every analysis does
+    assert compute(REGISTRY["overview"], legacy_store, skip_first=1).df["step"].to_list() == ["2", "3", "4"]
 
 
 def test_modern_runtime_category_is_no_runtime_to_the_plugin(tmp_path):
@@ -162,7 +164,7 @@ def test_modern_runtime_category_is_no_runtime_to_the_plugin(tmp_path):
 
 
 def test_json_rows_and_tables_have_the_issue_shape(legacy_store):
-    res = compute(REGISTRY["overview"], legacy_store)
+    res = compute(REGISTRY["overview"], legacy_store, window="tb")
     doc = json.loads(res.to_json())
     assert list(doc["rows"][0]) == ["run", "rank", "step", "step_ns", "kernel_ns", "memcpy_ns", "memset_ns",
                                     "communication_ns", "runtime_ns", "dataloader_ns", "cpu_exec_ns", "other_ns"]
@@ -170,6 +172,21 @@ def test_json_rows_and_tables_have_the_issue_shape(legacy_store):
                                    "achieved_occupancy_pct", "tensor_core_pct"]
     assert doc["average"][0]["step"] == "average" and list(doc["average"][0]) == list(doc["rows"][0])
     assert "average step 93.3 µs over 3 steps" in res.headline
+    assert doc["window"] == "tb" and "(the plugin's: kernels only)" in res.headline
+
+
+def test_default_window_utilization_is_the_ledgers_busy(legacy_store):
+    """One number per concept: overview's GPU utilization (default window) is the time ledger's
+    GPU busy, the 100 − idle % that summary prints for the same rank and steps."""
+    from traceq.analyses.summary import summary_scoped
+
+    for kw in ({}, {"skip_first": 1}):
+        res = compute(REGISTRY["overview"], legacy_store, **kw)
+        util = res.tables["gpu"]["gpu_utilization_pct"][0]
+        s = summary_scoped(open_scope(legacy_store, **kw)).row(0, named=True)
+        assert util == pytest.approx(100.0 * s["busy_ns"] / s["span_ns"], abs=1e-9)
+        assert util == pytest.approx(100.0 - s["idle_pct"], abs=1e-9)
+        assert f"GPU utilization {util:.1f} % (GPU busy of the step windows" in res.headline
 
 
 # ---------------------------------------------------------------- against the plugin

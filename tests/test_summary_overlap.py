@@ -253,12 +253,13 @@ def test_overlap_default_window_on_synthetic_trace(synthetic_store):
     assert row["exposed_step_pct"] == pytest.approx(12.5)
     # per step: step 1 launched gemm, nccl, elementwise -> the same 130/80/50 over the step's
     # span [0,200) (its CPU span [0,160) plus the elementwise kernel running to 200);
-    # step 2 launched only the memcpy -> no communication.
+    # step 2 launched only the memcpy -> no communication; its window (the time ledger's: windows
+    # tile time, step 1's spill to 200 is step 1's) is [200, 400) = 200 µs.
     steps = overlap(synthetic_store, by="step")
     s1, s2 = steps.sort("step").iter_rows(named=True)
     assert (s1["step"], s1["comm_ns"], s1["overlapped_ns"], s1["step_ns"]) == (1, 130_000, 80_000, 200_000)
     assert s1["exposed_step_pct"] == pytest.approx(100 * 50 / 200)
-    assert (s2["step"], s2["comm_ns"], s2["overlap_pct"], s2["step_ns"]) == (2, 0, None, 240_000)
+    assert (s2["step"], s2["comm_ns"], s2["overlap_pct"], s2["step_ns"]) == (2, 0, None, 200_000)
     # the HTA window gives the same overlap here (the dropped ops are not comm/compute)
     assert overlap(synthetic_store, window="hta")["overlap_pct"][0] == pytest.approx(100 * 80 / 130)
 
@@ -322,14 +323,16 @@ def test_exposed_share_of_step_time_never_exceeds_100_pct(tmp_path):
     # step 5: CPU [0,100), its ops [15,75) and [95,400) -> span [0,400) = 400; exposed = 305 (no compute under it)
     assert (s5["step"], s5["exposed_ns"], s5["step_ns"]) == (5, 305_000, 400_000)
     assert s5["exposed_step_pct"] == pytest.approx(100 * 305 / 400)
-    # step 6: CPU [100,150), its gemm [400,410) -> span [100,410) = 310; no communication
-    assert (s6["step"], s6["exposed_ns"], s6["step_ns"]) == (6, 0, 310_000)
+    # step 6: CPU [100,150), its gemm [400,410); step 5's window reaches 400, so step 6's
+    # (the time ledger's windows tile time) is [400,410) = 10; no communication
+    assert (s6["step"], s6["exposed_ns"], s6["step_ns"]) == (6, 0, 10_000)
     row = overlap(tmp_path / "s").row(0, named=True)
-    # rank: exposed = 305 + 50 = 355; time = |[0,400) ∪ [100,410) ∪ comm [95,400) ∪ [600,650)| = 410 + 50
-    assert (row["exposed_ns"], row["step_ns"]) == (355_000, 460_000)
-    assert row["exposed_step_pct"] == pytest.approx(100 * 355 / 460)
+    # rank: the ledger's windows [0,400) + [400,410) = 410; exposed in them = 305 (the all-gather
+    # [600,650) was launched after the last step: outside every window, as in `traceq steps`)
+    assert (row["exposed_ns"], row["step_ns"]) == (305_000, 410_000)
+    assert row["exposed_step_pct"] == pytest.approx(100 * 305 / 410)
     out = CliRunner().invoke(app, ["overlap", "--store", str(tmp_path / "s")]).output
-    assert "exposed 355.0 µs (77.2 % of step time)" in out
+    assert "exposed 305.0 µs (74.4 % of step time)" in out
 
 
 def test_each_op_gets_the_step_whose_span_holds_its_launch(tmp_path):

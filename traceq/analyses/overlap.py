@@ -50,11 +50,49 @@ def prepare_overlap(scope: Scope, window: str = "all") -> None:
     run_script(scope.con, "overlap_ops", {"run": scope.run})
 
 
-def overlap_rows(scope: Scope, by: str = "rank") -> pl.DataFrame:
+def overlap_rows(scope: Scope, by: str = "rank", window: str = "all") -> pl.DataFrame:
     """Rank rows (`by="rank"`) or (rank, step) rows (`by="step"`) over the overlap_ops
-    already prepared on the scope's connection (prepare_overlap)."""
+    already prepared on the scope's connection (prepare_overlap). Window `all`: the times
+    are the time ledger's (on_ledger); `hta`: overlap.sql's over HTA's window."""
     df = run_script(scope.con, "overlap", {"run": scope.run, "by": by})
-    return df.cast(schema()) if df.height else pl.DataFrame(schema=schema())
+    df = df.cast(schema()) if df.height else pl.DataFrame(schema=schema())
+    return on_ledger(df, scope, by) if window == "all" else df
+
+
+def on_ledger(df: pl.DataFrame, scope: Scope, by: str) -> pl.DataFrame:
+    """The overlap rows `df` with their times from the time ledger (traceq.engine.ledger), so
+    that overlap, diagnose, summary, ranks and the report print one exposed time: over the
+    ledger's step windows (each step to the end of the last GPU op it launched; the capture
+    without steps), all devices of the rank added up, comm_ns = time a communication op runs,
+    compute_ns = time a compute op runs, exposed_ns = the ledger's `communication` label
+    (communication with no compute running), overlapped_ns = comm − exposed, step_ns = the
+    windows, steps = the number of windows. comm_ops (the communication ops overlap_ops.sql
+    counts) and the rows (a rank, or a step, that has GPU ops) stay as they were."""
+    from ..engine.ledger import ledger
+
+    led = ledger(scope).steps
+    if not df.height or not led.height:
+        return df
+    keys = ["rank"] if by != "step" else ["rank", "step"]
+    sums = (led.group_by(keys).agg(pl.col("step").n_unique().alias("_steps"),
+                                   pl.col("window_ns").sum().alias("_win"), pl.col("comm_ns").sum().alias("_comm"),
+                                   pl.col("compute_ns").sum().alias("_compute"),
+                                   pl.col("communication_ns").sum().alias("_exposed"))
+            .with_columns(pl.col("rank").cast(pl.Int32), *([pl.col("step").cast(pl.Int64)] if by == "step" else [])))
+    out = df.join(sums, on=keys, how="left")
+    have = pl.col("_win").is_not_null()
+    comm = pl.col("comm_ns")
+    out = out.with_columns(
+        pl.when(have).then(pl.col("_steps") if by != "step" else pl.lit(1)).otherwise(pl.col("steps")).alias("steps"),
+        pl.when(have).then(pl.col("_comm")).otherwise(0).alias("comm_ns"),
+        pl.when(have).then(pl.col("_compute")).otherwise(0).alias("compute_ns"),
+        pl.when(have).then(pl.col("_comm") - pl.col("_exposed")).otherwise(0).alias("overlapped_ns"),
+        pl.when(have).then(pl.col("_exposed")).otherwise(0).alias("exposed_ns"),
+        pl.when(have).then(pl.col("_win")).otherwise(pl.col("step_ns")).alias("step_ns"))
+    out = out.with_columns(
+        pl.when(comm > 0).then(100.0 * pl.col("overlapped_ns") / comm).alias("overlap_pct"),
+        pl.when(pl.col("step_ns") > 0).then(100.0 * pl.col("exposed_ns") / pl.col("step_ns")).alias("exposed_step_pct"))
+    return out.select(list(schema())).cast(schema())
 
 
 def across_ranks(by_rank: pl.DataFrame, con=None) -> pl.DataFrame:
@@ -72,8 +110,8 @@ def overlap_scoped(scope: Scope, window: str = "all", by: str = "rank") -> pl.Da
     check_by(by)
     prepare_overlap(scope, window)
     if by == "step":
-        return overlap_rows(scope, "step")
-    ranks = overlap_rows(scope, "rank")
+        return overlap_rows(scope, "step", window)
+    ranks = overlap_rows(scope, "rank", window)
     return across_ranks(ranks, scope.con) if by == "across" else ranks
 
 
@@ -114,8 +152,8 @@ def compute(scope: Scope, window: str = "all", by: str = "rank") -> Out:
         ranks, step_rows, fs = _reduce(scope, window, by)
     else:
         prepare_overlap(scope, window)
-        ranks, fs = overlap_rows(scope, "rank"), scope
-        step_rows = overlap_rows(scope, "step") if by == "step" else None
+        ranks, fs = overlap_rows(scope, "rank", window), scope
+        step_rows = overlap_rows(scope, "step", window) if by == "step" else None
     across = across_ranks(ranks, scope.con)
     line = fix_first_line(fs, headline(ranks, across, scope, window))
     if by == "step":
@@ -170,7 +208,8 @@ def _across_table(across: pl.DataFrame) -> pl.DataFrame:
 def rank_part(scope: Scope, window: str, by: str, advice: bool = True) -> dict:
     """One rank's overlap rows (and what the run's findings need of it, unless kept)."""
     prepare_overlap(scope, window)
-    return {"rank": overlap_rows(scope, "rank"), "step": overlap_rows(scope, "step") if by == "step" else None,
+    return {"rank": overlap_rows(scope, "rank", window),
+            "step": overlap_rows(scope, "step", window) if by == "step" else None,
             **(rank_advice(scope) if advice else {})}
 
 

@@ -37,10 +37,13 @@ AVERAGE = "average"
 # has no rule: the GPU summary shows the utilisation itself.
 RECOMMENDING_RULES = ("dataloader", "mixed_precision", "exposed_communication", "allocator_churn")
 
-WINDOW_PARAM = Param("window", str, "tb",
-                     "tb: the TensorBoard profiler plugin's steps (ProfilerStep#N moved to the device side, its "
-                     "incomplete last steps dropped), to reproduce its Overview page. all: traceq's steps of the "
-                     "scope (--steps, --skip-first; the whole rank without steps), exact ns.",
+WINDOW_PARAM = Param("window", str, "all",
+                     "all: traceq's steps of the scope (--steps, --skip-first; the whole rank without steps), exact "
+                     "ns; GPU utilization is the time ledger's GPU busy (kernels, copies and memsets) over its step "
+                     "windows, the number summary, diagnose and steps print. tb: the TensorBoard profiler plugin's "
+                     "steps (ProfilerStep#N moved to the device side, its incomplete last steps dropped) and its "
+                     "utilization (kernels only, first step's start to last step's end), to reproduce its "
+                     "Overview page.",
                      "tb|all", flags=("-w",), choices=WINDOWS)
 
 
@@ -117,9 +120,10 @@ def _device_names(scope: Scope) -> pl.DataFrame:
         .unique(["rank", "device"], keep="first")
 
 
-def overview_scoped(scope: Scope, window: str = "tb") -> dict:
+def overview_scoped(scope: Scope, window: str = "all") -> dict:
     """{"steps": one row per rank and step, "gpu": one row per rank and device} of a scope
-    analysed in this process."""
+    analysed in this process. Window `all`: gpu_utilization_pct is the time ledger's
+    (ledger_utilization); `tb`: the plugin's (overview_gpu.sql)."""
     prepare(scope, check_window(window))
     steps = run_script(scope.con, "overview")
     steps = (steps.select(*ROW_FIELDS).cast(step_schema())
@@ -131,7 +135,24 @@ def overview_scoped(scope: Scope, window: str = "tb") -> dict:
                .select(*GPU_FIELDS).cast(gpu_schema()))
     else:
         gpu = pl.DataFrame(schema=gpu_schema())
+    if window == "all" and gpu.height:
+        gpu = ledger_utilization(gpu, scope)
     return {"steps": steps, "gpu": gpu}
+
+
+def ledger_utilization(gpu: pl.DataFrame, scope: Scope) -> pl.DataFrame:
+    """The GPU summary with gpu_utilization_pct = 100 · busy / window of the time ledger
+    (traceq.engine.ledger) per rank and device: the GPU busy that summary (100 − idle %),
+    diagnose and `traceq steps` print for the same rank and steps (null: the device has no
+    ledger window)."""
+    from ..engine.ledger import ledger
+
+    led = ledger(scope).steps
+    util = (led.group_by("rank", "device").agg(pl.col("busy_ns").sum(), pl.col("window_ns").sum())
+            .select("rank", "device", pl.when(pl.col("window_ns") > 0)
+                    .then(100.0 * pl.col("busy_ns") / pl.col("window_ns")).alias("_util")))
+    return (gpu.join(util.cast({"rank": pl.Int32, "device": pl.Int32}), on=["rank", "device"], how="left")
+            .with_columns(pl.col("_util").alias("gpu_utilization_pct")).select(*GPU_FIELDS).cast(gpu_schema()))
 
 
 def averages(steps: pl.DataFrame) -> pl.DataFrame:
@@ -173,7 +194,8 @@ def headline(steps: pl.DataFrame, avg: pl.DataFrame, gpu: pl.DataFrame, scope: S
         g = gpu.row(0, named=True) if gpu.height == 1 else None
         util = g["gpu_utilization_pct"] if g else gpu["gpu_utilization_pct"].mean()
         if util is not None:
-            text += f"; GPU utilization {util:.1f} %" + ("" if g else " (mean over devices)")
+            what = "the plugin's: kernels only" if window == "tb" else "GPU busy of the step windows, traceq steps"
+            text += f"; GPU utilization {util:.1f} % ({what}" + (")" if g else "; mean over devices)")
     return text
 
 
@@ -187,7 +209,7 @@ def recommendations(fs) -> str | None:
             + "; ".join(f"{f.id}: up to {f.gain()}" for f in cited))
 
 
-def compute(scope: Scope, window: str = "tb") -> Out:
+def compute(scope: Scope, window: str = "all") -> Out:
     check_window(window)
     if window == "tb" and (scope.steps or scope.skip_first or scope.step_pattern):
         raise TraceqError("--steps, --skip-first and --step-pattern pick traceq's steps: add --window all "
@@ -235,7 +257,7 @@ def view(res) -> list[Block]:
 
 def _json(res) -> dict:
     return {"analysis": "overview", "run": res.run, "rank": res.rank, "steps": res.steps, "labels": res.labels,
-            "window": res.params.get("window", "tb"), "headline": res.headline, "units": res.units(),
+            "window": res.params.get("window", "all"), "headline": res.headline, "units": res.units(),
             "rows": res.rows_df().select(*STEP_FIELDS).to_dicts(),
             "average": res.rows_df(res.tables["average"]).select(*STEP_FIELDS).to_dicts(),
             "gpu": res.tables["gpu"].select(*GPU_FIELDS).to_dicts()}
@@ -304,15 +326,16 @@ def report_section(ctx) -> list:
     from ..report.parts import Section, add, add_table
 
     sec = Section("overview", ANALYSIS.report,
-                  intro="Each step of the TensorBoard profiler plugin's window split by its rules: an instant "
+                  intro="Each step split by the TensorBoard profiler plugin's rules: an instant "
                         "goes to the first of Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec "
-                        "active then, else Other. GPU summary per device, from the first step's start to the last "
-                        "step's end.")
+                        "active then, else Other. GPU summary per device: utilization is the time ledger's GPU busy "
+                        "(traceq steps); SM efficiency and occupancy from the first step's start to the last "
+                        "step's end. The plugin's own steps and utilization: traceq overview --window tb.")
     with ctx.guard(sec, "overview"):
-        parts = overview_scoped(ctx.scope, "tb")
+        parts = overview_scoped(ctx.scope, "all")
         steps, gpu = parts["steps"], parts["gpu"]
         avg = averages(steps)
-        sec.headline = headline(steps, avg, gpu, ctx.scope, "tb")
+        sec.headline = headline(steps, avg, gpu, ctx.scope, "all")
         ctx.results["overview"] = parts
         if many(ranks_of(steps) or ranks_of(gpu)):
             _many_ranks(sec, steps, gpu)
@@ -352,12 +375,14 @@ ANALYSIS = Analysis(
          "Runtime, DataLoader, CPU Exec and Other, the average step, and per device the GPU summary.\n\n"
          "An instant of a step goes to the first category active then, in that order (a memcpy hidden under a "
          "kernel counts as Kernel); Other is the rest, so a step's categories add up to its length. The default "
-         "window is the plugin's steps (ProfilerStep#N extended to the end of the GPU work they launched, the "
-         "incomplete last steps dropped); --window all splits traceq's steps. The GPU summary, over the first "
-         "step's start to the last step's end: utilization (time with a kernel running), estimated SM efficiency "
+         "window (all) splits traceq's steps and its GPU utilization is the time ledger's GPU busy (kernels, copies, "
+         "memsets) over the step windows, the number summary, diagnose and steps print; --window tb reproduces the "
+         "plugin: its steps (ProfilerStep#N extended to the end of the GPU work they launched, the incomplete last "
+         "steps dropped) and its utilization (time with a kernel running over the first step's start to the last "
+         "step's end). The rest of the GPU summary, over the first step's start to the last step's end: estimated SM efficiency "
          "(blocks per SM, capped at 1), estimated achieved occupancy (duration-weighted) and the share of kernel "
          "time on tensor cores.",
-    examples=("traceq overview", "traceq overview --window all --skip-first 2", "traceq overview -f json"),
+    examples=("traceq overview", "traceq overview --skip-first 2", "traceq overview --window tb -f json"),
     compute=compute,
     params=(WINDOW_PARAM, *EXECUTOR_PARAMS),
     per_rank=True,
