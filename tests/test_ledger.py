@@ -91,6 +91,16 @@ def test_commands_print_the_ledgers_numbers(store):
     assert f"GPU busy {100.0 * busy / window:.1f} % of the step windows" in diag["evidence"]
     steps = json.loads(r.invoke(app, ["steps", "--store", str(store), "-f", "json"]).output)["rows"]
     assert sum(s["busy_ns"] for s in steps) == busy and sum(s["window_ns"] for s in steps) == window
+    # overview's GPU utilization (default window) is the same busy; overlap's exposed time is the
+    # ledger's communication label, over the same windows, per rank and per step
+    ov = json.loads(r.invoke(app, ["overview", "--store", str(store), "-f", "json"]).output)
+    assert ov["window"] == "all" and ov["gpu"][0]["gpu_utilization_pct"] == pytest.approx(100.0 * busy / window)
+    exposed = sum(w.get("communication", 0) for _, _, w in EXPECTED) * 1000
+    ovl = json.loads(r.invoke(app, ["overlap", "--store", str(store), "-f", "json"]).output)["rows"][0]
+    assert (ovl["exposed_ns"], ovl["step_ns"]) == (exposed, window)
+    by_step = json.loads(r.invoke(app, ["overlap", "--store", str(store), "--by", "step", "-f", "json"]).output)
+    assert {x["step"]: x["exposed_ns"] for x in by_step["rows"]} == \
+        {s["step"]: s["communication_ns"] for s in steps if s["step"] in {x["step"] for x in by_step["rows"]}}
     idle_ids = {"dataloader", "exposed_communication", "remove_syncs", "allocator_churn", "warmup",
                 "launch_overhead", "host_bound", "idle_in_range"}
     claimed = [f for f in diag["findings"] + diag.get("also_seen", []) if f["id"] in idle_ids]
