@@ -42,16 +42,40 @@ def headline(res: Stalls, scope: Scope) -> str:
     return line
 
 
+def ledger_words(scope: Scope, data_pattern: str | None) -> str | None:
+    """The time ledger's GPU idle of the scope and its largest cause, the idle figure summary,
+    overview, diagnose and steps print ("GPU idle 45.0 % of the step windows (...)"); None
+    without windows."""
+    from ..engine.ledger import IDLE_LABELS, ledger
+
+    t = ledger(scope, data_pattern).totals()
+    w = t["window_ns"]
+    if not w:
+        return None
+    top = max(IDLE_LABELS, key=lambda c: (t[c + "_ns"], -IDLE_LABELS.index(c)))
+    words = f"GPU idle {100.0 * t['idle_ns'] / w:.1f} % of the step windows (the time ledger, traceq steps"
+    if t[top + "_ns"]:
+        words += f"; largest cause {top.replace('_', ' ')} {100.0 * t[top + '_ns'] / w:.1f} %"
+    return words + ")"
+
+
 def causes_headline(res: Stalls) -> str:
-    """One line on GPU idle time: share of the GPU span in gaps >= min gap, and the main cause."""
+    """One line on GPU idle time: the time ledger's idle (ledger_words, when computed), then
+    the share of the GPU span in gaps >= min gap, and the main cause of those gaps."""
+    lead = getattr(res, "ledger_words", None)
+    text = _gaps_headline(res)
+    return f"{lead}; {text}" if lead and res.causes.height else text
+
+
+def _gaps_headline(res: Stalls) -> str:
     c = res.causes
     if c.height == 0:
         return "no GPU ops in scope (CPU-only trace): GPU idle gaps not analysed"
     if res.gaps.height == 0:
         return f"no GPU idle gaps >= {res.min_gap_us:g} µs"
     top = c.sort("idle_ns", descending=True).row(0, named=True)
-    return (f"GPU idle {c['idle_pct'].sum():.1f} % of the GPU span in {res.gaps.height:,} gaps >= "
-            f"{res.min_gap_us:g} µs ({_ms(c['idle_ns'].sum())}); largest cause: "
+    return (f"in {res.gaps.height:,} gaps >= {res.min_gap_us:g} µs: GPU idle {c['idle_pct'].sum():.1f} % of the GPU span ("
+            f"{_ms(c['idle_ns'].sum())}); largest cause: "
             f"{top['cause'].replace('_', ' ')} ({top['share_pct']:.0f} % of that idle time)")
 
 
@@ -63,6 +87,7 @@ def compute(scope: Scope, min_gap_us: float = 50.0, data_pattern: str | None = N
         res = stalls_scoped(scope, min_gap_us, data_pattern)
         fs = run_findings(scope, res)
     df = res.steps if table == "both" else getattr(res, table)
+    res.ledger_words = ledger_words(scope, res.data_pattern)
     return Out(df, fix_first_line(fs, headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
                notes=advice(res), value=res)
 
