@@ -36,11 +36,13 @@ class Trace:
         """A CUDA runtime call that launches nothing (cudaFree, cudaDeviceSynchronize, ...)."""
         return self._x("cuda_runtime", name, ts, dur, tid=tid)
 
-    def launch(self, kernel, ts, dur, k_ts, k_dur, api="cudaLaunchKernel", cat="kernel", tid=HOST_TID):
-        """A launch call at [ts, ts+dur] and its GPU op at [k_ts, k_ts+k_dur] (same correlation)."""
+    def launch(self, kernel, ts, dur, k_ts, k_dur, api="cudaLaunchKernel", cat="kernel", tid=HOST_TID,
+               stream=STREAM):
+        """A launch call at [ts, ts+dur] and its GPU op at [k_ts, k_ts+k_dur] (same correlation)
+        on `stream`."""
         self._corr += 1
         self._x("cuda_runtime", api, ts, dur, tid=tid, correlation=self._corr)
-        self._x(cat, kernel, k_ts, k_dur, pid=GPU_PID, tid=STREAM, correlation=self._corr, device=0, stream=STREAM)
+        self._x(cat, kernel, k_ts, k_dur, pid=GPU_PID, tid=stream, correlation=self._corr, device=0, stream=stream)
 
     def captured_launch(self, kernel, ts, dur, api="hipLaunchKernel", tid=HOST_TID):
         """A launch call made while a graph is captured: no GPU op runs; ROCm names the
