@@ -66,7 +66,7 @@ def on_ledger(df: pl.DataFrame, scope: Scope, by: str) -> pl.DataFrame:
     without steps), all devices of the rank added up, comm_ns = time a communication op runs,
     compute_ns = time a compute op runs, exposed_ns = the ledger's `communication` label
     (communication with no compute running), overlapped_ns = comm − exposed, step_ns = the
-    windows, steps = the number of windows. comm_ops (the communication ops overlap_ops.sql
+    windows, steps = the number of steps (a capture without steps: 0, as before). comm_ops (the communication ops overlap_ops.sql
     counts) and the rows (a rank, or a step, that has GPU ops) stay as they were."""
     from ..engine.ledger import ledger
 
@@ -74,7 +74,7 @@ def on_ledger(df: pl.DataFrame, scope: Scope, by: str) -> pl.DataFrame:
     if not df.height or not led.height:
         return df
     keys = ["rank"] if by != "step" else ["rank", "step"]
-    sums = (led.group_by(keys).agg(pl.col("step").n_unique().alias("_steps"),
+    sums = (led.group_by(keys).agg(pl.col("step").filter(pl.col("step_source") != "capture").n_unique().alias("_steps"),
                                    pl.col("window_ns").sum().alias("_win"), pl.col("comm_ns").sum().alias("_comm"),
                                    pl.col("compute_ns").sum().alias("_compute"),
                                    pl.col("communication_ns").sum().alias("_exposed"))

@@ -42,13 +42,15 @@ def headline(res: Stalls, scope: Scope) -> str:
     return line
 
 
-def ledger_words(scope: Scope, data_pattern: str | None) -> str | None:
+def ledger_words(res: Stalls, scope: Scope, data_pattern: str | None) -> str | None:
     """The time ledger's GPU idle of the scope and its largest cause, the idle figure summary,
     overview, diagnose and steps print ("GPU idle 45.0 % of the step windows (...)"); None
     without windows."""
     from ..engine.ledger import IDLE_LABELS, ledger
 
-    t = ledger(scope, data_pattern).totals()
+    # the findings' facts carry the ledger's totals (a run mapped over its ranks: summed over
+    # them), so the ledger is not computed again
+    t = getattr(getattr(res, "facts", None), "ledger", None) or ledger(scope, data_pattern).totals()
     w = t["window_ns"]
     if not w:
         return None
@@ -87,7 +89,7 @@ def compute(scope: Scope, min_gap_us: float = 50.0, data_pattern: str | None = N
         res = stalls_scoped(scope, min_gap_us, data_pattern)
         fs = run_findings(scope, res)
     df = res.steps if table == "both" else getattr(res, table)
-    res.ledger_words = ledger_words(scope, res.data_pattern)
+    res.ledger_words = ledger_words(res, scope, res.data_pattern)
     return Out(df, fix_first_line(fs, headline(res, scope)), tables={"causes": res.causes} if table == "both" else {},
                notes=advice(res), value=res)
 
@@ -123,7 +125,13 @@ def _reduce(scope: Scope, min_gap_us: float, data_pattern: str | None):
     outs = map_ranks(scope, rank_advice, min_gap_us=min_gap_us, data_pattern=data_pattern)
     res = stalls_of_ranks(scope, outs, min_gap_us, data_pattern)
     key, fs = load_kept_findings(scope, res)
-    return res, fs if fs is not None else findings_of_ranks(scope, outs, key, res)
+    if fs is None:
+        fs = findings_of_ranks(scope, outs, key, res)   # sets res.facts
+    else:   # the ranks' facts (and their ledger totals) without the findings
+        from ..advice.run_facts import merge_facts
+
+        res.facts = merge_facts([o["facts"] for o in outs])
+    return res, fs
 
 
 # ---------------------------------------------------------------- the report

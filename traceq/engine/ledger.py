@@ -193,7 +193,6 @@ def _periods(all_steps: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         lo, hi = int(w["lo_ns"].min()), int(w["hi_ns"].max())
         step = max(1, -(-(hi - lo) // PERIOD_SLICES))
         rows += [{"rank": rank, "p": i, "lo_ns": lo + i * step} for i in range(PERIOD_SLICES)]
-    rows = [{**r, "lo_ns": r["lo_ns"]} for r in rows]
     df = pl.DataFrame(rows, schema={"rank": pl.Int32, "p": pl.Int64, "lo_ns": pl.Int64})
     # calls before the first period start belong to the first period
     return df.with_columns(pl.when(pl.col("p") == 0).then(pl.lit(-(2 ** 62), pl.Int64)).otherwise(pl.col("lo_ns"))
