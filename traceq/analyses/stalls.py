@@ -64,7 +64,7 @@ def ledger_words(res: Stalls, scope: Scope, data_pattern: str | None) -> str | N
 def causes_headline(res: Stalls) -> str:
     """One line on GPU idle time: the time ledger's idle (ledger_words, when computed), then
     the share of the GPU span in gaps >= min gap, and the main cause of those gaps."""
-    lead = getattr(res, "ledger_words", None)
+    lead = res.ledger_words
     text = _gaps_headline(res)
     return f"{lead}; {text}" if lead and res.causes.height else text
 

@@ -42,6 +42,8 @@ class Stalls:
     # the facts diagnose's verdict and the newer rules read beside the stalls
     # (traceq.advice.run_facts.RunFacts): computed by the findings when None
     facts: object | None = None
+    # the time ledger's idle in words, set by `traceq stalls` (traceq.analyses.stalls.ledger_words)
+    ledger_words: str | None = None
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:
