@@ -48,6 +48,12 @@ PUBLIC = [
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication", "NCCL/RCCL", "public:find_string 54986638559"),
     ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL", "communication", "NCCL/RCCL", "public:find_string 53127463604"),
     ("ncclDevKernel_SendRecv", "communication", "NCCL/RCCL", "public:find_string 3007114934"),
+    # DeepEP: its layout kernel counts tokens per rank/expert before any transfer (routing);
+    # a CUB scan in a namespace ending in dpsk::ep stays sort (DeepSeek profile-data, as quoted)
+    ("void dpsk::ep::cuda::get_dispatch_layout(long const*, int*, int*, int*, bool*, int, int)", "moe_routing", "other",
+     "public:find_string 62564708034"),
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*)", "communication", "other",
+     "public:find_string 63026425278"),
     ("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "communication", "NCCL/RCCL", "public:find_string 70995825446"),
     # AMD: hipBLASLt / CK / AITER / MIOpen
     ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x16x128_MI16x16x1", "gemm", "hipBLASLt/Tensile", "public:find_string 69168494169"),

@@ -71,7 +71,7 @@ def test_synthetic_skew_clock_busbw_and_lateness(synthetic):
     # no compute kernels: the whole communication is exposed, 2 × (19 − 0.1·r) ms
     assert r["exposed_comm_ms"].to_list() == pytest.approx([38.0, 37.8, 37.6, 37.4])
     c = res.collectives.row(0, named=True)
-    assert (c["name"], c["instances"], c["last_rank_mode"]) == ("AllReduce", 2, 3)
+    assert (c["name"], c["instances"], c["last_rank_mode"]) == ("all_reduce", 2, 3)
     assert c["mean_skew_ms"] == pytest.approx(0.3) and c["max_skew_ms"] == pytest.approx(0.3)
     assert c["busbw_gbps"] == pytest.approx(150.0)
     # last at every instance, 0.3 ms after the first vs a median of 0.1 ms for the others

@@ -44,15 +44,18 @@ def rank_clock(rows: list[dict]) -> pa.Table:
 
 def refine_run(store_path: Path, rows: list[dict]) -> dict[int, int | None]:
     """The refinement of every rank of one run from its manifest rows (files in place)."""
-    from .queries import run_script
+    from .queries import install_macros, run_script
     from .store import table_view
     from .store.duck import connect
     from .store.layout import listed_files
 
     con = connect()
     try:
-        files = [str(f) for r in rows if (f := listed_files(Path(store_path), r["files"]).get("gpu_ops"))]
-        table_view(con, "gpu_ops", files)
+        install_macros(con)
+        # ranks_rank reads the kernels and, for their launching ops, the host ops and annotations
+        for table in ("gpu_ops", "host_ops", "regions"):
+            files = [str(f) for r in rows if (f := listed_files(Path(store_path), r["files"]).get(table))]
+            table_view(con, table, files)
         kernels = run_script(con, "ranks_rank", {"run": rows[0]["run"], "rank": None})
         con.register("coll_kernels", kernels.to_arrow())
         con.register("rank_clock", rank_clock(rows))

@@ -25,7 +25,7 @@ from ..executor import ExecutorSpec, run_map
 from ..engine.scope import Scope
 from ..lazy import polars as pl
 from ..lazy import pyarrow as pa
-from ..queries import run_script
+from ..queries import install_macros, run_script
 from ..store import Store
 from .spec import EXECUTOR_PARAMS, TABLE_ROWS, Analysis, Block, Out, Param, sql_columns
 
@@ -71,6 +71,7 @@ def batch_facts(store_path: str, run: str, ranks: tuple[int, ...]) -> dict:
                                               "lo_ns": pa.nulls(n, pa.int64()), "hi_ns": pa.nulls(n, pa.int64())}))
     con.execute("CREATE TEMP TABLE scope_window AS SELECT * FROM scope_window_df")
     scope = Scope(st, con, run, None, None)
+    install_macros(con)
     kernels = run_script(con, "ranks_rank", {"run": run, "rank": None})
     steps = {r["rank"]: r for r in run_script(con, "ranks_steps", {"run": run}).iter_rows(named=True)}
     prepare_overlap(scope)

@@ -4,7 +4,8 @@ runner every analysis uses to execute them.
 
     load(name)                 the text of traceq/queries/<name>.sql
     install_macros(con)        the shared macros (intervals.sql, framework_macros.sql, the
-                               host-API classes of traceq.rules.host_api)
+                               host-API classes of traceq.rules.host_api, the collective types
+                               of traceq.rules.collective_type)
     run_script(con, name, p)   every statement of a file, each bound to the $parameters it names;
                                the last statement's result as a polars DataFrame
     output_columns(name)       (column, meaning) pairs of a file's `-- Output columns:` block
@@ -26,11 +27,13 @@ def load(name: str) -> str:
 
 def install_macros(con) -> None:
     """Define the shared macros on a DuckDB connection (idempotent)."""
+    from ..rules.collective_type import macro as collective_macro
     from ..rules.host_api import macros
 
     con.execute(load("intervals"))
     con.execute(load("framework_macros"))
     con.execute(macros())
+    con.execute(collective_macro())
 
 
 def run_script(con, name_or_sql: str, params: dict | None = None):

@@ -20,8 +20,8 @@
 --                when matched by order (grp 'stream …' / '… by order'), ending within
 --                $end_tolerance_ns (traceq.clocks.END_TOLERANCE_NS) of each other
 --   busbw_gbps   NCCL-tests bus bandwidth: algbw = bytes / dur_ns (GB/s), times
---                2(n−1)/n (AllReduce), (n−1)/n (AllGather, ReduceScatter, AllToAll),
---                1 (Broadcast, Reduce, SendRecv and others); NULL without message size
+--                2(n−1)/n (all_reduce), (n−1)/n (all_gather, reduce_scatter, all_to_all),
+--                1 (broadcast, reduce, send_recv and others); NULL without message size
 --
 -- Parameters: $end_tolerance_ns (bigint).
 --
@@ -47,9 +47,8 @@ CREATE OR REPLACE TEMP TABLE coll_instances AS
 
 ALTER TABLE coll_instances ADD COLUMN busbw_gbps DOUBLE;
 UPDATE coll_instances SET busbw_gbps = bytes / dur_ns * CASE
-        WHEN coll ILIKE 'AllReduce%' THEN 2.0 * (ranks - 1) / ranks
-        WHEN coll ILIKE 'AllGather%' OR coll ILIKE 'ReduceScatter%' OR coll ILIKE 'AllToAll%'
-            THEN (ranks - 1) / ranks
+        WHEN coll = 'all_reduce' THEN 2.0 * (ranks - 1) / ranks
+        WHEN coll IN ('all_gather', 'reduce_scatter', 'all_to_all') THEN (ranks - 1) / ranks
         ELSE 1.0 END;
 
 CREATE OR REPLACE TEMP TABLE rank_arrivals AS

@@ -19,28 +19,59 @@
 -- Kernels of one rank with the same key (a collective split into several kernels) are one
 -- instance: first start, last end, largest message.
 --
--- Parameters: $run (text), $rank (int, or NULL for every rank of the run).
+-- The launching op of a kernel: its launch call (the runtime/driver host op of the same rank,
+-- process and correlation id), then the innermost host op or annotation (regions) on the
+-- call's thread that encloses the call and is named as a collective with a type
+-- (is_communication_name and collective_name_type: `nccl:all_to_all`, `c10d::alltoall_base_`;
+-- `record_param_comms` names none). PyTorch runs an all_to_all as NCCL send/recv kernels:
+-- the op makes them all_to_all.
+--
+-- Parameters: $run (text), $rank (int, or NULL for every rank of the run). Requires the
+-- shared macros (traceq.queries.install_macros) and the views gpu_ops, host_ops, regions.
 --
 -- Output columns (one row per collective instance of a rank):
 --   rank      rank
 --   grp       matching group (see above)
 --   stream    the stream id (the lowest, for a split instance)
---   coll      collective type from the kernel name: AllReduce, AllGather, ReduceScatter,
---             Broadcast, Reduce, SendRecv, AllToAll, ... (ncclKernel_<Type>_... /
---             ncclDevKernel_<Type>_...), else the kernel name up to '('
+--   coll      collective type (traceq/rules/collective_type.py, macro collective_type): all_reduce,
+--             all_gather, reduce_scatter, all_to_all, broadcast, reduce, send_recv, barrier,
+--             dispatch, combine; from the launching op first (below), then the kernel's
+--             "Collective name" (gpu_ops.collective), then its identity; else the kernel name
+--             up to '('
 --   k         sequence number (1.) or order (2., 3.)
 --   start_ns  kernel start, on the rank's own clock, ns
 --   end_ns    kernel end, ns
 --   bytes     message size when the trace gives it (gpu_ops.bytes), else NULL
 
-WITH c AS (
-    SELECT rank, stream, start_ns, end_ns, bytes, pg_name, seq,
-           coalesce(nullif(regexp_extract(name, '^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)', 1), ''),
-                    split_part(name, '(', 1)) AS coll,
-           lower(coalesce(collective, '')) IN ('send', 'recv') AS p2p
+WITH comm AS (
+    SELECT rank, pid, stream, correlation, name, identity, collective, start_ns, end_ns, bytes, pg_name, seq
     FROM gpu_ops
     WHERE run = $run AND ($rank::INTEGER IS NULL OR rank = $rank::INTEGER)
       AND kind = 'kernel' AND category = 'communication'
+), calls AS (         -- the launch call of each communication kernel
+    SELECT DISTINCT h.rank, h.pid, h.tid, h.correlation, h.start_ns
+    FROM host_ops h JOIN (SELECT DISTINCT rank, pid, correlation FROM comm) k USING (rank, pid, correlation)
+    WHERE h.run = $run AND h.kind IN ('runtime', 'driver')
+), named AS (         -- host ops and annotations named as a typed collective
+    SELECT rank, pid, tid, name, start_ns, end_ns FROM (
+        SELECT rank, pid, tid, name, start_ns, end_ns FROM host_ops
+        WHERE run = $run AND ($rank::INTEGER IS NULL OR rank = $rank::INTEGER) AND host_is_communication(kind, name)
+        UNION ALL
+        SELECT rank, pid, tid, name, start_ns, end_ns FROM regions
+        WHERE run = $run AND ($rank::INTEGER IS NULL OR rank = $rank::INTEGER) AND source IN ('annotation', 'nvtx')
+          AND device IS NULL AND is_communication_name(name))
+    WHERE collective_name_type(name) IS NOT NULL
+), launcher AS (      -- the innermost such op around the call (latest start)
+    SELECT c.rank, c.pid, c.correlation, arg_max(n.name, n.start_ns) AS op
+    FROM calls c JOIN named n ON n.rank = c.rank AND n.pid = c.pid AND n.tid = c.tid
+                              AND n.start_ns <= c.start_ns AND n.end_ns >= c.start_ns
+    GROUP BY c.rank, c.pid, c.correlation
+), c AS (
+    SELECT k.rank, k.stream, k.start_ns, k.end_ns, k.bytes, k.pg_name, k.seq,
+           coalesce(collective_type(coalesce(k.identity, k.name), l.op, k.collective),
+                    split_part(k.name, '(', 1)) AS coll,
+           lower(coalesce(k.collective, '')) IN ('send', 'recv') AS p2p
+    FROM comm k LEFT JOIN launcher l ON l.rank = k.rank AND l.pid = k.pid AND l.correlation = k.correlation
 ), keyed AS (
     SELECT rank, stream, coll, start_ns, end_ns, bytes,
            CASE WHEN pg_name IS NULL

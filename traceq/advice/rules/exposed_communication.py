@@ -25,13 +25,16 @@ MANY_PER_STEP = 50
 
 
 def _bus_factor(name: str, n: int | None) -> float:
-    """NCCL-tests' bus-bandwidth factor of a collective (queries/collectives.sql)."""
-    low = name.lower().replace("_", "")
+    """NCCL-tests' bus-bandwidth factor of a collective kernel (queries/collectives.sql), by
+    its type from the kernel name (traceq.rules.collective_type)."""
+    from ...rules.collective_type import collective_type
+
     if not n or n < 2:
         return 1.0
-    if "allreduce" in low:
+    kind = collective_type(name)
+    if kind == "all_reduce":
         return 2.0 * (n - 1) / n
-    if "allgather" in low or "reducescatter" in low or "alltoall" in low:
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
 
