@@ -136,6 +136,28 @@ def test_communication_kernels_of_each_library_are_communication(vendor):
     assert _categories(names) == ["communication"] * len(names)
 
 
+# the `library` column (traceq.kernels.identity.LIBRARIES) of each vendor's kernels above:
+# None where the name carries no library mark (MSCCL++'s extern "C" allgather)
+LIBRARY = {"NCCL": "NCCL/RCCL", "DeepEP": "DeepEP", "DeepEP (dpsk)": "DeepEP", "MORI": "MORI", "MSCCL++": None,
+           "NVSHMEM": "NVSHMEM", "vLLM / SGLang": None, "TensorRT-LLM": "TensorRT-LLM", "FlashInfer": "FlashInfer",
+           "oneCCL": "oneCCL", "HCCL": "HCCL"}
+
+
+@pytest.mark.parametrize("vendor", sorted(COMM))
+def test_communication_kernels_name_their_library(vendor):
+    from traceq.kernels.identity import kernel_identity, kernel_library
+
+    got = [kernel_library(kernel_identity(n)) for n, _ in COMM[vendor]]
+    if vendor == "NCCL EP / UCCL":
+        assert got == ["NCCL EP", "UCCL"]
+    elif vendor == "vLLM / SGLang":   # the engine's own kernels
+        assert got == ["vLLM", "vLLM", "SGLang", "AITER", "other"]
+    elif LIBRARY[vendor] is None:
+        assert got == ["other"] * len(got)
+    else:
+        assert got == [LIBRARY[vendor]] * len(got)
+
+
 @pytest.mark.parametrize("vendor", sorted(COMM))
 def test_the_kernel_name_gives_the_collective_type(vendor):
     assert [collective_type(n) for n, _ in COMM[vendor]] == [t for _, t in COMM[vendor]]

@@ -227,7 +227,16 @@ def kernel_identity(name: str | None) -> str:
 # its own CUTLASS copy).
 LIBRARIES: list[tuple[str, str]] = [
     ("runtime", r"^\s*(\[?\s*CUDA mem(cpy|set)|mem(cpy|set)\b|__amd_rocclr_)"),
+    # expert-parallel all-to-all before NCCL (nccl_ep:: would otherwise read as NCCL)
+    ("DeepEP", r"(^|::)(deep_ep|dpsk::ep)::"),
+    ("NCCL EP", r"(^|::)nccl_ep::"),
+    ("UCCL", r"(^|::)uccl::"),
+    ("MORI", r"(^|::)mori::"),
+    ("MSCCL++", r"mscclpp"),
     ("NCCL/RCCL", r"^nccl|^rccl|^(\w+::)*nccl\w*kernel|^msccl"),
+    ("NVSHMEM", r"nvshmem"),
+    ("oneCCL", r"(^|::|_)oneccl_"),
+    ("HCCL", r"hccl|^hcom_"),
     ("flash-attn", r"(^|::|<)(pytorch_)?flash(::|_fwd|_bwd|attn|_attn)|^flash_|flashattn|FlashAttn"),
     ("FlashInfer", r"flashinfer"),
     ("xformers", r"xformers|fmha_cutlass|PyTorchMemEffAttention|AttentionKernel|AttentionBackwardKernel"),
