@@ -50,9 +50,9 @@ PUBLIC = [
     ("ncclDevKernel_SendRecv", "communication", "NCCL/RCCL", "public:find_string 3007114934"),
     # DeepEP: its layout kernel counts tokens per rank/expert before any transfer (routing);
     # a CUB scan in a namespace ending in dpsk::ep stays sort (DeepSeek profile-data, as quoted)
-    ("void dpsk::ep::cuda::get_dispatch_layout(long const*, int*, int*, int*, bool*, int, int)", "moe_routing", "other",
+    ("void dpsk::ep::cuda::get_dispatch_layout(long const*, int*, int*, int*, bool*, int, int)", "moe_routing", "DeepEP",
      "public:find_string 62564708034"),
-    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*)", "communication", "other",
+    ("void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*)", "communication", "DeepEP",
      "public:find_string 63026425278"),
     ("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "communication", "NCCL/RCCL", "public:find_string 70995825446"),
     # AMD: hipBLASLt / CK / AITER / MIOpen
