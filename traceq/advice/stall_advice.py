@@ -17,14 +17,41 @@ def advice(res) -> list[str]:
     if res.data_bound():
         head = f"advice [data loading, {res.data_wait_pct():.1f} % of step time > {DATA_WAIT_ADVICE_PCT:g} %]:"
         out += _torch_data_advice(head, res.single_process_loader) if res.pytorch else [f"{head} {NEUTRAL_DATA_ADVICE}"]
+    said = CAUSE_ADVICE if res.pytorch else NEUTRAL_CAUSE_ADVICE
+    top = ledger_top(getattr(res, "ledger", None))
+    if top is not None:   # the time ledger's largest idle cause decides (traceq steps)
+        cause, share = top
+        if cause in said:
+            out.append(f"advice [{cause.replace('_', ' ')}, {share:.0f} % of GPU idle time in the time ledger]: "
+                       + said[cause])
+        return out
     c = res.causes
     if c.height and c["idle_pct"].sum() > 10:
-        top = c.sort("idle_ns", descending=True).row(0, named=True)
-        said = CAUSE_ADVICE if res.pytorch else NEUTRAL_CAUSE_ADVICE
-        if top["cause"] in said:
-            out.append(f"advice [{top['cause'].replace('_', ' ')}, {top['share_pct']:.0f} % of GPU idle time]: "
-                       + said[top["cause"]])
+        row = c.sort("idle_ns", descending=True).row(0, named=True)
+        if row["cause"] in said:
+            out.append(f"advice [{row['cause'].replace('_', ' ')}, {row['share_pct']:.0f} % of GPU idle time]: "
+                       + said[row["cause"]])
     return out
+
+
+# the time ledger's idle labels (traceq/queries/ledger.sql) in the stall vocabulary
+LEDGER_CAUSE = {"data": "data_loading", "communication_wait": "communication", "sync": "synchronization",
+                "blocking_copy": "blocking_copy", "memory_management": "memory_management", "warmup": "warmup",
+                "launch": "launch_overhead", "host_compute": "host_compute", "unattributed": "unattributed"}
+LEDGER_IDLE_ADVICE_PCT = 10.0   # GPU idle share of the step windows below which no cause gets advice
+
+
+def ledger_top(t: dict | None) -> tuple[str, float] | None:
+    """(the largest idle cause of the ledger's totals in the stall vocabulary, its share of the
+    ledger's idle, %) when idle is over LEDGER_IDLE_ADVICE_PCT of the windows; None without a
+    ledger or below that. Ties go to the earlier label (ledger.sql's precedence)."""
+    if not t or not t.get("window_ns") or not t.get("idle_ns"):
+        return None
+    if 100.0 * t["idle_ns"] / t["window_ns"] <= LEDGER_IDLE_ADVICE_PCT:
+        return None
+    labels = list(LEDGER_CAUSE)
+    top = max(labels, key=lambda c: (t.get(c + "_ns", 0), -labels.index(c)))
+    return LEDGER_CAUSE[top], 100.0 * t[top + "_ns"] / t["idle_ns"]
 
 
 def _torch_data_advice(head: str, single_process_loader: bool) -> list[str]:
@@ -54,6 +81,9 @@ CAUSE_ADVICE = {
                     "more work per launch, less per-step Python",
     "communication": "the host waits in collectives: overlap communication with compute (DDP bucketing), fewer/larger "
                      "collectives",
+    "warmup": "one-off start-up work (module/library loading, JIT/compile, context creation, first allocations), "
+              "paid once: profile steady-state steps (torch.profiler.schedule(wait=1, warmup=2, active=3), or "
+              "--skip-first N steps here) before optimising launches or kernels",
 }
 
 # The same, where the scope shows no PyTorch (framework.sql: a CUDA/HIP application, a JAX,
@@ -70,6 +100,9 @@ NEUTRAL_CAUSE_ADVICE = {
     "host_compute": "the host computes while the GPU idles: CPU-bound; move host work off the launching thread, more "
                     "work per launch, CUDA graphs",
     "communication": "the host waits in collectives: overlap communication with compute, fewer/larger collectives",
+    "warmup": "one-off start-up work (module/library loading, JIT compilation, context creation, first allocations), "
+              "paid once: profile steady-state iterations (nsys --capture-range=cudaProfilerApi or --delay, or "
+              "--skip-first N steps here) before optimising launches or kernels",
 }
 
 # Data-loading advice where the scope shows no PyTorch (timer IO regions, --data-pattern

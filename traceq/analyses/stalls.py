@@ -5,7 +5,7 @@ advice when data wait exceeds 5 % of step time (the TensorBoard profiler's rule)
 """
 from __future__ import annotations
 
-from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT, advice
+from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT, ledger_top, advice
 from ..engine.findings import fix_first_line, findings_of_ranks, rank_advice, run_findings, stalls_of_ranks
 from ..engine.findings_cache import load as load_kept_findings
 from ..engine.per_rank import map_ranks, mapped
@@ -51,6 +51,7 @@ def ledger_words(res: Stalls, scope: Scope, data_pattern: str | None) -> str | N
     # the findings' facts carry the ledger's totals (a run mapped over its ranks: summed over
     # them), so the ledger is not computed again
     t = getattr(getattr(res, "facts", None), "ledger", None) or ledger(scope, data_pattern).totals()
+    res.ledger = t
     w = t["window_ns"]
     if not w:
         return None
@@ -76,9 +77,15 @@ def _gaps_headline(res: Stalls) -> str:
     if res.gaps.height == 0:
         return f"no GPU idle gaps >= {res.min_gap_us:g} µs"
     top = c.sort("idle_ns", descending=True).row(0, named=True)
-    return (f"in {res.gaps.height:,} gaps >= {res.min_gap_us:g} µs: GPU idle {c['idle_pct'].sum():.1f} % of the GPU span ("
+    text = (f"in {res.gaps.height:,} gaps >= {res.min_gap_us:g} µs: GPU idle {c['idle_pct'].sum():.1f} % of the GPU span ("
             f"{_ms(c['idle_ns'].sum())}); largest cause: "
             f"{top['cause'].replace('_', ' ')} ({top['share_pct']:.0f} % of that idle time)")
+    lead = ledger_top(res.ledger)
+    if lead and lead[0] == "warmup" and top["cause"] != "warmup":
+        # the gaps' causes are the host's activity alone; the ledger tells one-off calls apart
+        text += (f" — the gaps count one-off start-up calls as {top['cause'].replace('_', ' ')}; the ledger "
+                 "separates them (warmup), and the advice follows it")
+    return text
 
 
 # ---------------------------------------------------------------- the command
@@ -152,6 +159,7 @@ def report_section(ctx) -> list:
         st = stalls_scoped(ctx.scope)
         ctx.results["stalls"] = st
         sec.headline = headline(st, ctx.scope)
+        st.ledger_words = ledger_words(st, ctx.scope, st.data_pattern)   # the advice follows the ledger
         summarised = many(ranks_of(st.steps))
         if summarised:
             bad = worst(st.steps, ("data_wait_ns", "gpu_idle_ns", "step_ns"))["rank"].to_list()

@@ -44,6 +44,9 @@ class Stalls:
     facts: object | None = None
     # the time ledger's idle in words, set by `traceq stalls` (traceq.analyses.stalls.ledger_words)
     ledger_words: str | None = None
+    # the time ledger's totals of the scope (traceq.engine.ledger.Ledger.totals), set with
+    # ledger_words: the stall advice follows its largest idle cause
+    ledger: dict | None = None
 
     # ------------------------------------------------------------------ derived numbers
     def data_wait_pct(self) -> float | None:
