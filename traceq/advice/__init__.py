@@ -59,7 +59,7 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
                 f.base_ns = span_ns
                 out.append(f)
     if stalls is not None and getattr(stalls.facts, "ledger", None):
-        out = on_ledger(out, stalls.facts.ledger)
+        out = on_ledger(out, stalls.facts.ledger, getattr(stalls.facts, "ledger_ranks", None))
     out = _without_startup_lookalikes(out)
     if stalls is not None and (stalls.facts.busy_ns or 0) < MIN_GPU_WORK_NS:
         for f in out:   # the GPU ran nothing to judge: nothing kept it from being fed
@@ -76,13 +76,16 @@ def findings(scope, stalls=None, ev: Evidence | None = None) -> Findings:
     return Findings([f for f in ranked if not f.below_floor(ev)], [f for f in ranked if f.below_floor(ev)])
 
 
-def on_ledger(fs: list[Finding], t: dict) -> list[Finding]:
+def on_ledger(fs: list[Finding], t: dict, ranks: dict | None = None) -> list[Finding]:
     """The idle-time findings with the time the ledger gives their cause (LEDGER_OF_FINDING):
     each idle instant of a step has one label, so no two of them claim the same time and
     together they never exceed the step windows. A finding's gain per step is scaled with its
     time; one whose cause has no time in the ledger is dropped. `idle_in_range` (unexplained
     idle named by the user range it fell in) is at most the ledger's unexplained host time
-    (late_unattributed_ns), and host_bound claims the rest of that with host_compute."""
+    (late_unattributed_ns), and host_bound claims the rest of that with host_compute.
+    With the totals of several ranks (`ranks`: {rank: totals}), each such finding names the
+    rank where its ledger time per step is largest (Finding.worst: the gain scaled by that
+    rank's time per step over the mean's)."""
     out = []
     ranged = next((f.gpu_ms for f in fs if f.id == "idle_in_range"), 0.0)
     ranged_ns = min(t.get("late_unattributed_ns", 0), round(ranged * 1e6))
@@ -104,8 +107,20 @@ def on_ledger(fs: list[Finding], t: dict) -> list[Finding]:
                           f"windows, every idle instant counted once; traceq steps); in the stall gaps: " + f.evidence)
         f.gpu_ms = ns / 1e6
         f.base_ns = t["window_ns"]
+        if ranks and len(ranks) > 1 and f.id not in ("idle_in_range", "host_bound") and t.get("steps"):
+            f.worst = _worst_rank(f.est_gain_ms_per_step, ns / t["steps"], cols, ranks)
         out.append(f)
     return out
+
+
+def _worst_rank(gain: float, mean_per_step_ns: float, cols, ranks: dict) -> list | None:
+    """[gain on the worst rank, ms/step; that rank]: the rank whose `cols` time per step is
+    largest (ties: the lower rank), the gain scaled by its time per step over the mean."""
+    per = {r: sum(x[c] for c in cols) / x["steps"] for r, x in ranks.items() if x.get("steps")}
+    if not per or mean_per_step_ns <= 0:
+        return None
+    r = min(per, key=lambda k: (-per[k], k))
+    return [gain * per[r] / mean_per_step_ns, int(r)]
 
 
 def _without_startup_lookalikes(fs: list[Finding]) -> list[Finding]:

@@ -89,6 +89,8 @@ class RunFacts:
     # the time ledger's totals of the scope (traceq.engine.ledger.Ledger.totals: window_ns and
     # <label>_ns ...), set by traceq.engine.ledger.with_ledger; None: not computed
     ledger: dict | None = None
+    # the same totals per rank ({rank: totals}), for the worst rank of a finding
+    ledger_ranks: dict | None = None
 
     def late_ns(self, column: str) -> int:
         """Idle time of `column` (a cause column of the gaps) in gaps the host was late for."""
@@ -289,4 +291,5 @@ def merge_facts(parts: list[RunFacts]) -> RunFacts:
     f.path = merge_paths([p.path for p in parts])
     kept = [p.ledger for p in parts if p.ledger is not None]
     f.ledger = {k: sum(x[k] for x in kept) for k in kept[0]} if kept else None
+    f.ledger_ranks = {r: t for p in parts if p.ledger_ranks for r, t in p.ledger_ranks.items()} or None
     return f

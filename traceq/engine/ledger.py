@@ -206,8 +206,11 @@ def with_ledger(scope, facts, rank: int | None = None, data_pattern: str | None 
     exposed copies — taken from it, so that they are the ledger's numbers. Returns `facts`."""
     if facts is None:
         return facts
-    t = ledger(scope, data_pattern).totals(rank)
+    lg = ledger(scope, data_pattern)
+    t = lg.totals(rank)
     facts.ledger = t
+    ranks = [rank] if rank is not None else (lg.steps["rank"].unique().sort().to_list() if lg.steps.height else [])
+    facts.ledger_ranks = {int(r): (t if rank is not None else lg.totals(r)) for r in ranks} or None
     if t["window_ns"]:
         facts.span_ns = t["window_ns"]
         facts.busy_ns = t["busy_ns"]
