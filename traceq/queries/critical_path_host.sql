@@ -6,7 +6,9 @@
 --   sync      a call that returns only when the GPU has caught up: the runtime's
 --             *Synchronize calls (host_is_sync, runtime/driver/sync_api kinds; PyTorch's scalar
 --             reads are cpu ops around such a call and are not syncs themselves)
---   memcpy    a blocking copy (cudaMemcpy/hipMemcpy without Async): waits for its own copy
+--   memcpy    a blocking copy (cudaMemcpy/hipMemcpy without Async, and any copy call whose copy
+--             involves pageable host memory: a pageable cudaMemcpyAsync returns only when its
+--             copy is staged or done, as the ledger's blocking_copy): waits for its own copy
 --   launch    a runtime/driver call that launches GPU work: its name says Launch, an async copy
 --             or a memset (cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync, hipMemsetAsync, ...)
 --   comm      a CPU-side collective call (host_is_communication: c10d::, nccl:, gloo:, ...)
@@ -24,14 +26,23 @@
 --   start_ns, end_ns   the call, ns
 --   name               the op's name
 --   cls                sync | memcpy | launch | comm | cpu | region | comm_region
+WITH pageable AS (   -- the copy calls whose copy reads or writes pageable host memory
+    SELECT DISTINCT g.rank, g.pid, g.correlation
+    FROM gpu_ops g
+    WHERE g.run = $run AND g.kind = 'memcpy' AND g.correlation IS NOT NULL
+      AND (g.src_kind = 'Pageable' OR g.dst_kind = 'Pageable')
+      AND g.rank IN (SELECT rank FROM scope_window)
+)
 SELECT h.rank, h.pid, h.tid, h.start_ns, h.end_ns, h.name,
        CASE WHEN h.kind IN ('runtime', 'driver', 'sync_api') AND host_is_sync(h.kind, h.name) THEN 'sync'
             WHEN host_is_blocking_copy(h.kind, h.name) THEN 'memcpy'
+            WHEN h.kind IN ('runtime', 'driver') AND p.correlation IS NOT NULL THEN 'memcpy'
             WHEN h.kind IN ('runtime', 'driver', 'sync_api')
                  AND regexp_matches(h.name, '(?i)launch|memcpy|memset') THEN 'launch'
             WHEN host_is_communication(h.kind, h.name) THEN 'comm'
             ELSE 'cpu' END AS cls
 FROM host_ops h
+LEFT JOIN pageable p ON p.rank = h.rank AND p.pid = h.pid AND p.correlation = h.correlation
 WHERE h.run = $run AND h.rank IN (SELECT rank FROM scope_window) AND h.kind <> 'graph_op'
   AND h.end_ns >= h.start_ns
 UNION ALL
