@@ -61,3 +61,24 @@ def test_one_rank_has_no_worst(store):
 
     f = {f.id: f for f in run_findings(open_scope(store, "run", rank=1))}["exposed_communication"]
     assert f.worst is None and f.gpu_ms == pytest.approx(0.8) and " on rank" not in f.gain()
+
+
+def test_report_cards_read_the_ledger_with_the_worst_rank(store, tmp_path):
+    """The report's GPU idle card is summary's idle (the ledger's, over the step windows); its
+    exposed comm card is the mean per step over the ranks (250 µs) with rank 1's 400 µs."""
+    import re
+
+    from traceq.cli import app
+    from traceq.report.parts import ms
+
+    r = CliRunner()
+    summ = json.loads(r.invoke(app, ["summary", "--store", str(store), "-f", "json"]).output)["rows"]
+    idle = 100.0 * sum(x["idle_ns"] for x in summ) / sum(x["span_ns"] for x in summ)
+    out = r.invoke(app, ["report", "--store", str(store), "-o", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    html = (tmp_path / "r.html").read_text()
+    cards = {m[0]: (m[1], m[2]) for m in re.findall(
+        r'<div class="label">([^<]+)</div><div class="value">([^<]+)</div><div class="hint">([^<]*)</div>', html)}
+    assert cards["GPU idle"][0] == f"{idle:.1f} %" and "of the step windows" in cards["GPU idle"][1]
+    assert cards["exposed comm"][0] == ms(250_000) + " / step"
+    assert f"{ms(400_000)} on rank 1" in cards["exposed comm"][1]

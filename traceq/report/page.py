@@ -271,9 +271,15 @@ def _headline(scope, manifest: pl.DataFrame,
         comp = 100 * summ["compute_ns"].sum() / span if span else None
         ranks = ranks.join(summ.select("rank", "span_ns", "idle_pct", "compute_pct", "non_compute_pct")
                            .with_columns(pl.col("rank").cast(pl.Int64)), on="rank", how="left")
-        where = (f"of the GPU span ({ms(span)})" if summ.height == 1
-                 else f"of the GPU spans summed over {summ.height} ranks")
-        cards.append(Card("GPU idle", pct(idle), f"{where}; compute {pct(comp)}", bad=idle is not None and idle > 20))
+        # summary's default window is the time ledger's: span = the step windows
+        where = (f"of the step windows ({ms(span)}, the time ledger)" if summ.height == 1
+                 else f"of the step windows summed over {summ.height} ranks (the time ledger)")
+        worst = ""
+        if summ.height > 1 and summ["idle_pct"].drop_nulls().len():
+            w = summ.sort(["idle_pct", "rank"], descending=[True, False], nulls_last=True).row(0, named=True)
+            worst = f"; most idle: rank {w['rank']} {pct(w['idle_pct'])}"
+        cards.append(Card("GPU idle", pct(idle), f"{where}; compute {pct(comp)}{worst}",
+                          bad=idle is not None and idle > 20))
     elif summ is not None:
         cards.append(Card("GPU idle", "—", "no GPU kernels, copies or memsets in this run"))
     if ov is not None and ov.height:
@@ -281,14 +287,21 @@ def _headline(scope, manifest: pl.DataFrame,
         ranks = ranks.join(ov.select("rank", "comm_ns", "overlap_pct", "exposed_ns", "exposed_step_pct")
                            .with_columns(pl.col("rank").cast(pl.Int64)), on="rank", how="left")
         if comm.height:
-            n_steps = max(int(comm["steps"].max() or 0), 1)
-            exposed = comm["exposed_ns"].sum() / comm.height
+            # per rank its exposed time per step (the whole capture's when it has no steps),
+            # the card the mean over the ranks with communication, and the worst rank beside it
+            per = comm.with_columns((pl.col("exposed_ns") / pl.col("steps").clip(1)).alias("_per"))
+            per_step = float(per["_per"].mean())
+            w = per.sort(["_per", "rank"], descending=[True, False]).row(0, named=True)
+            worst = (f"; {ms(w['_per'])} on rank {w['rank']}" if comm.height > 1 and w["_per"] > 1.1 * per_step
+                     else "")
             with_steps = comm.filter(pl.col("step_ns") > 0)
             ex_pct = ((with_steps["exposed_step_pct"] * with_steps["step_ns"]).sum() / with_steps["step_ns"].sum()
                       if with_steps.height else None)
             over = 100 * comm["overlapped_ns"].sum() / comm["comm_ns"].sum()
-            cards.append(Card("exposed comm", ms(exposed / n_steps) + " / step" if comm["steps"].max() else ms(exposed),
-                              (f"{pct(ex_pct)} of step time; " if ex_pct is not None else "")
+            mean = " (mean of ranks)" if comm.height > 1 else ""
+            cards.append(Card("exposed comm", ms(per_step) + " / step" if comm["steps"].max() else ms(per_step),
+                              (f"{pct(ex_pct)} of step time{mean}{worst}; " if ex_pct is not None else
+                               (f"{mean.strip()}{worst}; " if mean else ""))
                               + f"{pct(over)} of communication overlapped", bad=ex_pct is not None and ex_pct > 10))
         else:
             cards.append(Card("exposed comm", "—", "no communication kernels"))
