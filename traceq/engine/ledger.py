@@ -104,18 +104,29 @@ def empty_steps() -> pl.DataFrame:
 
 
 def ledger(scope, data_pattern: str | None = None) -> Ledger:
-    """The scope's ledger, computed once per scope and data pattern (kept on the scope)."""
+    """The scope's ledger, computed once per scope and data pattern (kept on the scope, and
+    beside the store: traceq.engine.ledger_cache)."""
     cache = scope.__dict__.setdefault("_ledgers", {})
     key = data_pattern or None
     if key not in cache:
+        from . import ledger_cache
         from .per_rank import concat, map_ranks, mapped
 
-        if mapped(scope):
+        if key:
+            from .scope import check_regex
+
+            check_regex(scope.con, "--data-pattern", key)   # a bad pattern fails, kept or not
+        where, kept = ledger_cache.load(scope, key)   # kept beside the store by an earlier command
+        if kept is not None:
+            cache[key] = Ledger(kept if kept.height else empty_steps())
+        elif mapped(scope):
             parts = map_ranks(scope, ledger_part, data_pattern=key)
             steps = concat(parts) if parts else empty_steps()
             cache[key] = Ledger(steps if steps.height else empty_steps())
         else:
             cache[key] = Ledger(ledger_part(scope, key))
+        if kept is None:
+            ledger_cache.save(where, cache[key].steps)
     return cache[key]
 
 
