@@ -316,6 +316,9 @@ def report(
                                                         metavar="RUN", show_default=False)] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="HTML file to write.", metavar="FILE")] = "report.html",
     title: Annotated[Optional[str], typer.Option("--title", help="Page title (default: the run names).", metavar="TEXT", show_default=False)] = None,
+    run_opt: Annotated[Optional[list[str]], typer.Option("--run", help="A run to report, as every analysis names "
+                                                          "one (repeat for two; after any RUN arguments).",
+                                                          metavar="NAME", show_default=False)] = None,
     store: StoreOpt = None,
 ) -> None:
     """Write one self-contained HTML report (plotly.js inlined; opens offline): headline numbers per
@@ -326,6 +329,7 @@ def report(
     """
     from .report.page import build_report
 
+    runs = [*(runs or []), *(run_opt or [])] or None
     res = build_report(store, runs, output, title)
     for w in res.warnings:
         warn(w)
@@ -347,6 +351,8 @@ def export(
     rank: Annotated[Optional[int], typer.Option("--rank", help="One rank (default: every rank, each a process).",
                                                 metavar="N", show_default=False)] = None,
     no_findings: Annotated[bool, typer.Option("--no-findings", help="Leave out diagnose's findings.")] = False,
+    run_opt: Annotated[Optional[str], typer.Option("--run", help="The run to export, as every analysis names it "
+                                                   "(the same as RUN).", metavar="NAME", show_default=False)] = None,
     store: StoreOpt = None,
 ) -> None:
     """Write a run as a Chrome-trace JSON that ui.perfetto.dev and chrome://tracing open: every
@@ -358,6 +364,9 @@ def export(
     """
     from .export.run import export_run
 
+    if run is not None and run_opt is not None and run != run_opt:
+        fail(f"export: two runs named ({run!r} and --run {run_opt!r}); export takes one")
+    run = run if run is not None else run_opt
     res = export_run(store, run, output, format=fmt, rank=rank, findings=not no_findings,
                      segments=_path_segments(store, run, rank))
     for n in res.notes:

@@ -27,8 +27,13 @@ def _common(spec: Analysis) -> list[tuple[str, object, object]]:
     empty = inspect.Parameter.empty
     out: list[tuple[str, object, object]] = []
     if spec.runs == 2:
-        out += [("run_a", Annotated[str, typer.Argument(help="Baseline run (A).", metavar="RUN_A", show_default=False)], empty),
-                ("run_b", Annotated[str, typer.Argument(help="Run compared with it (B).", metavar="RUN_B", show_default=False)], empty)]
+        out += [("run_a", Annotated[Optional[str], typer.Argument(help="Baseline run (A).", metavar="RUN_A",
+                                                                  show_default=False)], None),
+                ("run_b", Annotated[Optional[str], typer.Argument(help="Run compared with it (B).", metavar="RUN_B",
+                                                                  show_default=False)], None),
+                ("run_opt", Annotated[Optional[list[str]], typer.Option(
+                    "--run", help="The runs as options, as every analysis names a run: --run A --run B "
+                                  "(the same as RUN_A RUN_B).", metavar="NAME", show_default=False)], None)]
     out.append(("store", StoreOpt, None))
     if spec.scope == "store":
         return out
@@ -54,6 +59,15 @@ def _param(p: Param) -> tuple[str, object, object]:
         info = typer.Option(p.option, *p.flags, help=p.help, metavar=p.metavar, show_default=p.default is not None)
     empty = p.required or (p.argument and p.default is None and not p.multiple)
     return p.name, Annotated[typ, info], (inspect.Parameter.empty if empty else p.default)
+
+
+def two_runs(command: str, a: str | None, b: str | None, named: list[str] | None) -> tuple[str, str]:
+    """The two runs of `command`, positional (RUN_A RUN_B) and/or --run, in that order."""
+    runs = [r for r in (a, b) if r is not None] + list(named or [])
+    if len(runs) != 2:
+        _usage(f"{command}: name two runs, the baseline first: RUN_A RUN_B or --run A --run B "
+               f"({len(runs)} given)")
+    return runs[0], runs[1]
 
 
 def make_command(spec: Analysis):
@@ -142,7 +156,7 @@ def run_command(spec: Analysis, kw: dict) -> None:
             p.check(kw.get(p.name))
         except TraceqError as exc:
             _usage(str(exc))
-    runs = (kw.pop("run_a"), kw.pop("run_b")) if spec.runs == 2 else ()
+    runs = two_runs(spec.name, kw.pop("run_a"), kw.pop("run_b"), kw.pop("run_opt")) if spec.runs == 2 else ()
     result = compute(spec, runs=runs, **kw)
     if output:
         try:
