@@ -2,7 +2,7 @@
 
 Column names carry their unit as a suffix, and rendering derives headers from it:
 `*_ns` durations are shown in µs, ms or s (one unit per table), `pct`/`*_pct` as %, `*_s` in
-seconds, `*_bytes` in MB. JSON/CSV keep the raw column names and full values; tables
+seconds, `*_bytes` in MiB (binary, as every byte figure traceq prints: GiB, MiB, KiB). JSON/CSV keep the raw column names and full values; tables
 shorten long names in the middle, right-align numbers, and lose colour off a TTY.
 A share whose whole is zero or undefined (a zero-length GPU span, no communication) is null
 in JSON, empty in CSV and `UNDEFINED` ("–") in tables: never 0 or 100.
@@ -62,7 +62,7 @@ def header_and_formatter(name: str, series: pl.Series, ns_unit=None, wide: bool 
     if name.endswith("_s"):
         return f"{name[:-2]} (s)", lambda v: "" if v is None else f"{v:.5f}"
     if name.endswith("_bytes"):
-        return f"{name[:-6]} (MB)", lambda v: "" if v is None else f"{v / 1e6:,.2f}"
+        return f"{name[:-6]} (MiB)", lambda v: "" if v is None else f"{v / 2**20:,.2f}"
     if series.dtype.is_integer():
         return name, lambda v: "" if v is None else f"{v:,}"
     if series.dtype.is_float():
