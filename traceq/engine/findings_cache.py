@@ -59,7 +59,7 @@ def _path(scope, rank="scope") -> Path:
     return Path(scope.store.path) / CACHE_DIR / f"{name}.json"
 
 
-def _run_part(scope) -> tuple[bytes, bytes]:
+def key_part(scope) -> tuple[bytes, bytes]:
     """What every key of the run shares: the code and the run's manifest rows."""
     rows = scope.con.execute("SELECT * FROM runs WHERE run = $run ORDER BY rank",
                              {"run": scope.run}).fetchall()
@@ -67,7 +67,7 @@ def _run_part(scope) -> tuple[bytes, bytes]:
 
 
 def _key(scope, rank="scope", run_part: tuple[bytes, bytes] | None = None) -> str:
-    code, rows = _run_part(scope) if run_part is None else run_part
+    code, rows = key_part(scope) if run_part is None else run_part
     h = hashlib.sha256(code)
     h.update(_scope_id(scope, rank).encode())
     h.update(rows)
@@ -82,14 +82,14 @@ def _kept_at(min_gap_us: float, data_pattern: str | None = None) -> bool:
     return min_gap_us == DEFAULT_MIN_GAP_US and data_pattern is None
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
     return os.environ.get("TRACEQ_FINDINGS_CACHE", "1").strip() != "0"
 
 
 def _read(scope, rank="scope", run_part: tuple[bytes, bytes] | None = None) -> tuple[str | None, dict | None]:
     """(the scope's key, its kept document when the key matches, else None); with `rank`, of
     the scope narrowed to that rank."""
-    if not _enabled():
+    if not enabled():
         return None, None
     key = _key(scope, rank, run_part)
     try:
@@ -155,9 +155,9 @@ def rank_ids(scope, ranks: list[int]) -> dict:
 def load_verdicts(scope, ids: dict, min_gap_us: float) -> tuple[dict, dict]:
     """`load_verdict` of each rank of the scope alone (`ids`: `rank_ids`), the code and the
     manifest read once: ({rank: key}, {rank: (verdict, findings) or None})."""
-    if not _kept_at(min_gap_us) or not _enabled():
+    if not _kept_at(min_gap_us) or not enabled():
         return dict.fromkeys(ids), dict.fromkeys(ids)
-    part = _run_part(scope)
+    part = key_part(scope)
     keys, kept = {}, {}
     for r in ids:
         keys[r], kept[r] = load_verdict(scope, min_gap_us, ids[r], part)

@@ -2,9 +2,11 @@
 reads its rows from a small Parquet file instead of sweeping the run's events again (the
 ledger is what summary, overview, overlap, stalls, steps, diagnose and the report all read).
 
-Where: `<store>/.cache/ledger/<scope id>.parquet`, one file per run, scope (rank, the ranks
-of the scope, --steps, --step-pattern, --skip-first) and data pattern, holding the ledger's
-rows (traceq.engine.ledger.STEP_COLUMNS) with their key in the file's schema metadata.
+Where: `<store>/.cache/ledger/<scope id>-<key>.parquet`, one file per run, scope (rank, the
+ranks of the scope, --steps, --step-pattern, --skip-first) and data pattern, holding the
+ledger's rows (traceq.engine.ledger.STEP_COLUMNS); the key is in the name (written with
+polars alone: no pyarrow import on the way of a command), and writing a scope's file removes
+its files of other keys.
 Key: the traceq code (version, size and modification time of every source file), the run's
 manifest rows (a re-ingested run has new ingest ids, so it never matches an old key), the
 scope and the data pattern: the key of the findings cache (engine/findings_cache.py) and the
@@ -24,7 +26,6 @@ from pathlib import Path
 from ..lazy import polars as pl
 
 CACHE_DIR = ".cache/ledger"
-_META = b"traceq_ledger_key"
 
 
 def _scope_id(scope, data_pattern: str | None) -> str:
@@ -33,54 +34,49 @@ def _scope_id(scope, data_pattern: str | None) -> str:
                        data_pattern or None])
 
 
-def _where(scope, data_pattern: str | None) -> tuple[Path, str] | None:
-    """(the file, the key) of the scope's ledger; None with the cache off or no key."""
-    from .findings_cache import _enabled, _run_part
+def _where(scope, data_pattern: str | None) -> Path | None:
+    """The file of the scope's ledger under its current key; None with the cache off or no key."""
+    from .findings_cache import enabled, key_part
 
-    if not _enabled():
+    if not enabled():
         return None
     try:
         sid = _scope_id(scope, data_pattern)
-        code, rows = _run_part(scope)
+        code, rows = key_part(scope)
     except Exception:   # noqa: BLE001 - no key, no cache: the ledger is computed
         return None
     h = hashlib.sha256(code)
     h.update(sid.encode())
     h.update(rows)
     name = hashlib.sha256(sid.encode()).hexdigest()[:32]
-    return Path(scope.store.path) / CACHE_DIR / f"{name}.parquet", h.hexdigest()
+    return Path(scope.store.path) / CACHE_DIR / f"{name}-{h.hexdigest()[:32]}.parquet"
 
 
-def load(scope, data_pattern: str | None) -> tuple[tuple[Path, str] | None, pl.DataFrame | None]:
-    """(where it is kept, the kept rows when their key matches, else None)."""
+def load(scope, data_pattern: str | None) -> tuple[Path | None, pl.DataFrame | None]:
+    """(where it is kept, the kept rows when a file of the current key exists, else None)."""
     where = _where(scope, data_pattern)
     if where is None:
         return None, None
-    path, key = where
     try:
-        import pyarrow.parquet as pq
-
-        tbl = pq.read_table(path)
-        if (tbl.schema.metadata or {}).get(_META) != key.encode():
-            return where, None
-        return where, pl.from_arrow(tbl.replace_schema_metadata(None))
+        return where, pl.read_parquet(where)
     except Exception:   # noqa: BLE001 - missing, damaged or foreign: computed again
         return where, None
 
 
-def save(where: tuple[Path, str] | None, steps: pl.DataFrame) -> None:
-    """Keep the rows under the key (nothing with the cache off or a store we cannot write)."""
+def save(where: Path | None, steps: pl.DataFrame) -> None:
+    """Keep the rows under the key, and drop the scope's files of other keys (nothing with the
+    cache off or a store we cannot write)."""
     if where is None:
         return
-    path, key = where
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
     try:
-        import pyarrow.parquet as pq
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tbl = steps.to_arrow()
-        pq.write_table(tbl.replace_schema_metadata({_META: key.encode()}), tmp)
-        os.replace(tmp, path)
+        where.parent.mkdir(parents=True, exist_ok=True)
+        steps.write_parquet(tmp)
+        os.replace(tmp, where)
+        scope_part = where.name.split("-")[0]
+        for old in where.parent.glob(f"{scope_part}-*.parquet"):
+            if old != where:
+                old.unlink(missing_ok=True)
     except OSError:
         try:
             tmp.unlink()
