@@ -210,14 +210,16 @@ def ingest(
 
     df = pl.DataFrame([{"file": shown(r.path), "run": r.run, "rank": r.rank, "format": r.format, "status": r.status,
                         "gpu_ops": r.counts.get("gpu_ops"), "host_ops": r.counts.get("host_ops"),
-                        "regions": r.counts.get("regions"), "timer_stats": r.counts.get("timer_stats")}
+                        "regions": r.counts.get("regions"), "timer_stats": r.counts.get("timer_stats"),
+                        "metrics": r.counts.get("metrics")}
                        for r in results],
                       schema={"file": pl.String, "run": pl.String, "rank": pl.Int64, "format": pl.String, "status": pl.String,
-                              "gpu_ops": pl.Int64, "host_ops": pl.Int64, "regions": pl.Int64, "timer_stats": pl.Int64})
+                              "gpu_ops": pl.Int64, "host_ops": pl.Int64, "regions": pl.Int64, "timer_stats": pl.Int64,
+                              "metrics": pl.Int64})
     from .store import Store
 
-    if fmt == "table" and not df["timer_stats"].fill_null(0).sum():
-        df = df.drop("timer_stats")
+    if fmt == "table":   # the counts no file of this ingest has are left out of the table
+        df = df.drop([c for c in ("timer_stats", "metrics") if not df[c].fill_null(0).sum()])
     added = sum(r.status != "unchanged" for r in results)
     _emit_to(df, fmt, output, drop_first=("regions", "host_ops"), headline=f"{added} of {len(results)} file(s) ingested into {Store(store).path}"
          + ("" if added == len(results) else f" ({len(results) - added} unchanged: already in the store; --force re-ingests)"))
@@ -252,6 +254,8 @@ def runs(store: StoreOpt = None, fmt: FormatOpt = "table", output: OutputOpt = N
     from .store import Store
 
     df = runs_df(store)
+    if fmt == "table":   # counts no run has are left out of the table (JSON/CSV keep every column)
+        df = df.drop([c for c in ("timer_stats", "metrics") if c in df.columns and not df[c].fill_null(0).sum()])
     if fmt == "json":
         import json
 

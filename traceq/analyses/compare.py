@@ -29,10 +29,21 @@ def compute(store, run_names=None, where=None, baseline=None, metric=None) -> Ou
     return Out(df, head)
 
 
+# columns a table of many rows leaves out when every row has the same value: said once above
+# it instead, so that the metric names keep the width
+CONSTANT_COLUMNS = ("config", "unit", "runs")
+
+
 def view(result) -> list:
     df = result.df
-    return [Block(seconds_as_ms(df, ("mean", "sd", "trimmed_mean")).drop("notes"), result.headline,
-                  notes=undefined_notes(df), undefined=("mean", "sd", "trimmed_mean", "change_pct"))]
+    shown = seconds_as_ms(df, ("mean", "sd", "trimmed_mean")).drop("notes")
+    same = [c for c in CONSTANT_COLUMNS if shown.height > 1 and c in shown.columns
+            and shown[c].null_count() == 0 and shown[c].n_unique() == 1]
+    head = result.headline
+    if same:
+        head += "\nevery row: " + ", ".join(f"{c} {shown[c][0]}" for c in same)
+        shown = shown.drop(same)
+    return [Block(shown, head, notes=undefined_notes(df), undefined=("mean", "sd", "trimmed_mean", "change_pct"))]
 
 
 def undefined_notes(df) -> list[str]:

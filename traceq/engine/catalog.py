@@ -18,6 +18,8 @@ SELECT run,
        sum(n_host_ops)                            AS host_ops,
        sum(n_regions)                             AS regions,
        sum(n_timer_stats)                         AS timer_stats,
+       -- metrics a result file states (mila / milabench): rows of the metrics table
+       (SELECT count(*) FROM metrics m WHERE m.run = r.run) AS metrics,
        any_value(labels)                          AS labels,
        max(ingested_at)                           AS ingested_at
 FROM runs r
