@@ -250,8 +250,11 @@ def view(res) -> list[Block]:
         blocks.append(Block(avg, title="Average over each rank's steps", drop_first=drop))
     gpu = res.tables.get("gpu")
     if gpu is not None and gpu.height:
-        blocks.append(Block(gpu, title="GPU summary (window: the first step's start to the last step's end)",
-                            drop_first=("name", "tensor_core_pct")))
+        tb = res.params.get("window") == "tb"
+        title = ("GPU summary (window: the first step's start to the last step's end)" if tb else
+                 "GPU summary (utilization: the time ledger's busy over the step windows; the other columns: the "
+                 "first step's start to the last step's end)")
+        blocks.append(Block(gpu, title=title, drop_first=("name", "tensor_core_pct")))
     return blocks
 
 
