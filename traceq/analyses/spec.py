@@ -195,6 +195,20 @@ class Result:
                 out[col] = u
         return out
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the headline and notes (escaped) above the main table and each
+        further table (polars' HTML, its cells escaped), rows as JSON has them."""
+        import html
+
+        parts = [f"<p><b>{html.escape(self.analysis.name)}</b></p>"]
+        parts += [f"<pre>{html.escape(line)}</pre>" for line in (self.headline or "").splitlines() if line]
+        parts.append(self.rows_df()._repr_html_())
+        for name, t in self.tables.items():
+            if hasattr(t, "_repr_html_"):
+                parts += [f"<p><b>{html.escape(str(name))}</b></p>", t._repr_html_()]
+        parts += [f"<p>{html.escape(n)}</p>" for n in self.notes]
+        return "\n".join(parts)
+
     def rows_df(self, df=None):
         """The table with the run in every row (first column) — what JSON and CSV print."""
         import polars as pl
