@@ -139,3 +139,17 @@ def test_labels_partition_every_window(src, tmp_path):
     ordered = s.sort("rank", "device", "start_ns").with_columns(
         pl.col("end_ns").shift(1).over("rank", "device").alias("prev_end"))
     assert ordered.filter(pl.col("prev_end") > pl.col("start_ns")).height == 0
+    # one number per concept on real traces: summary (default window) and steps give the same
+    # busy and idle; the idle findings of the run claim at most its windows together
+    from traceq import api
+    from traceq.engine.findings import run_findings
+
+    st = api.open_store(tmp_path / "s")
+    summ = st.result("summary", run="r").df
+    assert int(summ["busy_ns"].sum()) == int(s["busy_ns"].sum())
+    assert int(summ["span_ns"].sum()) == int(s["window_ns"].sum())
+    idle_ids = {"dataloader", "exposed_communication", "remove_syncs", "allocator_churn", "warmup",
+                "launch_overhead", "host_bound", "idle_in_range"}
+    fs = run_findings(open_scope(tmp_path / "s", "r"))
+    claimed = sum(f.gpu_ms for f in [*fs, *getattr(fs, "also", [])] if f.id in idle_ids)
+    assert claimed <= int(s["window_ns"].sum()) / 1e6 + 1e-6
