@@ -55,6 +55,33 @@ def unreadable_manifest(exc: Exception, manifest_path: Path) -> TraceqError:
                        "repaired in place: re-ingest the traces into a new store", manifest_path)
 
 
+# the manifest's columns every traceq version wrote: without them a runs.parquet is not one
+# (newer columns a manifest of an older version lacks read as NULL)
+REQUIRED_MANIFEST_COLUMNS = ("run", "rank", "files")
+
+
+def check_manifest_columns(names, manifest_path: Path) -> None:
+    """A manifest without the columns every manifest has is damage, said in one line."""
+    missing = [c for c in REQUIRED_MANIFEST_COLUMNS if c not in set(names)]
+    if missing:
+        raise TraceqError(f"store manifest is damaged: it has no {', '.join(missing)} column "
+                          f"({'it is not a traceq manifest' if len(missing) == len(REQUIRED_MANIFEST_COLUMNS) else 'of ' + ', '.join(REQUIRED_MANIFEST_COLUMNS)}); "
+                          "nothing was read or changed: restore runs.parquet from a backup, or re-ingest the traces "
+                          "into a new store", manifest_path)
+
+
+def manifest_present(manifest_path: Path) -> bool:
+    """Whether the store has a manifest; a runs.parquet that is a dangling or looping symlink
+    is a damaged store, not "no store" (TraceqError)."""
+    if manifest_path.exists():
+        return True
+    if manifest_path.is_symlink():
+        raise TraceqError("store manifest is damaged: runs.parquet is a symlink to nothing (dangling or looping); "
+                          "nothing was read or changed: restore it, or re-ingest the traces into a new store",
+                          manifest_path)
+    return False
+
+
 def listed_files(root: Path, files_json: str | None, manifest_path: Path | None = None) -> dict[str, Path]:
     """{table: path} of one manifest row's `files` (JSON of paths relative to the store folder
     `root`). A path that leaves the store (absolute, `..`, a symlink out of it) or is not a

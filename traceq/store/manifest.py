@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from .. import schema
 from ..errors import TraceqError
 from . import read, staging
-from .layout import (LOCK, MANIFEST, inside, listed_files, resolve_store_path, table_file, unreadable_manifest,
+from .layout import (LOCK, MANIFEST, check_manifest_columns, inside, listed_files, manifest_present, resolve_store_path,
+                     table_file, unreadable_manifest,
                      write_error)
 from .staging import RankData, Staged
 
@@ -45,20 +46,22 @@ class Store:
         return self.path / MANIFEST
 
     def exists(self) -> bool:
-        return self.manifest_path.exists()
+        return manifest_present(self.manifest_path)
 
     def manifest(self) -> pa.Table:
         import pyarrow.parquet as pq
 
-        if not self.manifest_path.exists():
+        if not manifest_present(self.manifest_path):
             return schema.RUNS.empty_table()
         try:
             # one file, read as a whole: not `pq.read_table`, which goes through pyarrow.dataset
             # (30 ms of imports on each ingest into an existing store)
             with pq.ParquetFile(self.manifest_path) as f:
-                return f.read()
+                table = f.read()
         except Exception as exc:  # corrupt manifest: say so, do not guess
             raise unreadable_manifest(exc, self.manifest_path) from None
+        check_manifest_columns(table.schema.names, self.manifest_path)
+        return table
 
     def manifest_rows(self) -> list[dict]:
         return self.manifest().to_pylist()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import schema
-from .layout import MANIFEST, listed_files, unreadable_manifest
+from .layout import MANIFEST, check_manifest_columns, listed_files, manifest_present, unreadable_manifest
 
 # DuckDB's name of each Arrow type name that schema's columns use
 DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "bool": "BOOLEAN", "double": "DOUBLE",
@@ -52,10 +52,15 @@ def connect(root: Path, runs: list[str] | None = None, only: tuple | None = None
 
 def read_manifest(con, manifest_path: Path) -> bool:
     """TEMP TABLE runs on `con`: the manifest, read by DuckDB (no pyarrow). False: no manifest."""
-    if not manifest_path.exists():
+    if not manifest_present(manifest_path):
         return False
     try:
         source = f"read_parquet({file_literal(str(manifest_path))}, hive_partitioning = false)"
+        names = [d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description]
+    except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
+        raise unreadable_manifest(exc, manifest_path) from None
+    check_manifest_columns(names, manifest_path)
+    try:
         con.execute(f"CREATE TEMP TABLE runs AS SELECT *{missing_nulls(con, source, schema.RUNS_COLUMNS)} FROM {source}")
     except Exception as exc:  # noqa: BLE001 - corrupt manifest: say so, do not guess
         raise unreadable_manifest(exc, manifest_path) from None
