@@ -49,9 +49,15 @@ def ledger_top(t: dict | None) -> tuple[str, float] | None:
         return None
     if 100.0 * t["idle_ns"] / t["window_ns"] <= LEDGER_IDLE_ADVICE_PCT:
         return None
-    labels = list(LEDGER_CAUSE)
-    top = max(labels, key=lambda c: (t.get(c + "_ns", 0), -labels.index(c)))
+    top = largest_idle_label(t)
     return LEDGER_CAUSE[top], 100.0 * t[top + "_ns"] / t["idle_ns"]
+
+
+def largest_idle_label(t: dict) -> str:
+    """The ledger label (LEDGER_CAUSE's keys, ledger.sql's idle labels in precedence order)
+    with the most time in the totals `t`; ties go to the earlier label."""
+    labels = list(LEDGER_CAUSE)
+    return max(labels, key=lambda c: (t.get(c + "_ns", 0), -labels.index(c)))
 
 
 def _torch_data_advice(head: str, single_process_loader: bool) -> list[str]:

@@ -5,7 +5,7 @@ advice when data wait exceeds 5 % of step time (the TensorBoard profiler's rule)
 """
 from __future__ import annotations
 
-from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT, ledger_top, advice
+from ..advice.stall_advice import DATA_WAIT_ADVICE_PCT, advice, largest_idle_label, ledger_top
 from ..engine.findings import fix_first_line, findings_of_ranks, rank_advice, run_findings, stalls_of_ranks
 from ..engine.findings_cache import load as load_kept_findings
 from ..engine.per_rank import map_ranks, mapped
@@ -46,7 +46,7 @@ def ledger_words(res: Stalls, scope: Scope, data_pattern: str | None) -> str | N
     """The time ledger's GPU idle of the scope and its largest cause, the idle figure summary,
     overview, diagnose and steps print ("GPU idle 45.0 % of the step windows (...)"); None
     without windows."""
-    from ..engine.ledger import IDLE_LABELS, ledger
+    from ..engine.ledger import ledger
 
     # the findings' facts carry the ledger's totals (a run mapped over its ranks: summed over
     # them), so the ledger is not computed again
@@ -55,7 +55,7 @@ def ledger_words(res: Stalls, scope: Scope, data_pattern: str | None) -> str | N
     w = t["window_ns"]
     if not w:
         return None
-    top = max(IDLE_LABELS, key=lambda c: (t[c + "_ns"], -IDLE_LABELS.index(c)))
+    top = largest_idle_label(t)
     words = f"GPU idle {100.0 * t['idle_ns'] / w:.1f} % of the step windows (the time ledger, traceq steps"
     if t[top + "_ns"]:
         words += f"; largest cause {top.replace('_', ' ')} {100.0 * t[top + '_ns'] / w:.1f} %"

@@ -25,6 +25,7 @@ from pathlib import Path, PurePath
 
 from ..lazy import polars as pl
 from .html import Table, table
+from ..advice.base import WORST_RANK_FACTOR
 from .many_ranks import chosen_ranks, chosen_words, many
 from .parts import Card, RunPart, RunReport, Section, add, ms, pct, slug
 
@@ -292,8 +293,8 @@ def _headline(scope, manifest: pl.DataFrame,
             per = comm.with_columns((pl.col("exposed_ns") / pl.col("steps").clip(1)).alias("_per"))
             per_step = float(per["_per"].mean())
             w = per.sort(["_per", "rank"], descending=[True, False]).row(0, named=True)
-            worst = (f"; {ms(w['_per'])} on rank {w['rank']}" if comm.height > 1 and w["_per"] > 1.1 * per_step
-                     else "")
+            worst = (f"; {ms(w['_per'])} on rank {w['rank']}"
+                     if comm.height > 1 and w["_per"] > WORST_RANK_FACTOR * per_step else "")
             with_steps = comm.filter(pl.col("step_ns") > 0)
             ex_pct = ((with_steps["exposed_step_pct"] * with_steps["step_ns"]).sum() / with_steps["step_ns"].sum()
                       if with_steps.height else None)
